@@ -1,0 +1,3 @@
+from customops.cli import main
+
+raise SystemExit(main())

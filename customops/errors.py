@@ -1,0 +1,22 @@
+"""Errors that end a command with a one-line message and exit status 2 (bad input or usage)."""
+
+from __future__ import annotations
+
+
+class CustomopsError(Exception):
+    """Bad input: the CLI prints `customops: <message>` and exits with status 2, never a traceback."""
+
+    exit_code = 2
+
+
+class InputError(CustomopsError):
+    """A file or directory given to customops cannot be used; names the path and the reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ElfError(InputError):
+    """A file is not a readable ELF object (non-ELF, truncated, malformed tables)."""

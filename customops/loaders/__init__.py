@@ -1,0 +1,1 @@
+"""Loaders describe what Triton and each framework load, and how (one module per framework)."""

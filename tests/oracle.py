@@ -1,0 +1,122 @@
+"""The oracle: run the fixture loader (fixtures/src/loader.c) under the real ld.so and record what it did.
+
+`run_oracle` takes the same Scenario the model takes, so a test states a scenario once and compares
+the model's prediction with ld.so's own LD_DEBUG=libs,bindings,versions output and dlerror() text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from customops.scanners.elfcache import ElfReader
+from customops.scanners.linker import Prediction, Scenario
+
+BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
+TRYING = re.compile(r"^\s+trying file=(.+)$")
+FIND = re.compile(r"find library=(.+?) \[\d+\]; searching")
+DLOPEN = re.compile(r"^dlopen (.+?): (ok|error: (.*))$")
+CALL = re.compile(r"^call (.+?): (error: (.*)|-?\d+)$")
+
+
+@dataclass
+class OracleRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    debug: str
+    bindings: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
+    dlopens: list[tuple[str, str | None]] = field(default_factory=list)  # (path, error or None)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    tried: dict[str, list[str]] = field(default_factory=dict)  # library name -> files tried, in order
+
+    def error_of(self, path: str) -> str | None:
+        return next(err for p, err in self.dlopens if p == path)
+
+
+def argv_for(scenario: Scenario) -> list[str]:
+    argv = [scenario.executable]
+    for step in scenario.steps:
+        if step.lazy:
+            argv.append("--lazy")
+        if step.make_global:
+            argv.append("--global")
+        if step.deepbind:
+            argv.append("--deepbind")
+        argv.append(step.path)
+        for call in step.calls:
+            argv += ["--call", call]
+    return argv
+
+
+def run_oracle(scenario: Scenario) -> OracleRun:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    e = scenario.environment
+    if e.library_path is not None:
+        env["LD_LIBRARY_PATH"] = e.library_path
+    if e.preload is not None:
+        env["LD_PRELOAD"] = e.preload
+    if e.bind_now:
+        env["LD_BIND_NOW"] = "1"
+    if e.dynamic_weak:
+        env["LD_DYNAMIC_WEAK"] = "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        env["LD_DEBUG"] = "libs,bindings,versions"
+        env["LD_DEBUG_OUTPUT"] = os.path.join(tmp, "ld")
+        proc = subprocess.run(argv_for(scenario), env=env, cwd=e.cwd, capture_output=True, text=True, timeout=60)
+        debug = "".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("ld*")))
+    run = OracleRun(proc.returncode, proc.stdout, proc.stderr, debug)
+    current: str | None = None
+    for line in debug.splitlines():
+        text = line.split(":", 1)[1] if ":" in line and line.split(":", 1)[0].strip().isdigit() else line
+        if m := BINDING.search(text):
+            run.bindings.setdefault((m.group(1), m.group(3)), (m.group(2), m.group(4)))
+        elif m := FIND.search(text):
+            current = m.group(1)
+            run.tried.setdefault(current, [])
+        elif (m := TRYING.match(text)) and current is not None:
+            run.tried[current].append(m.group(1))
+    for line in proc.stdout.splitlines():
+        if m := DLOPEN.match(line):
+            run.dlopens.append((m.group(1), m.group(3)))
+        elif m := CALL.match(line):
+            run.calls.append((m.group(1), m.group(3) or m.group(2)))
+    return run
+
+
+def relocated_names(path: str) -> set[bytes]:
+    """Names the object has relocations for: only these are bindings; ld.so's other LD_DEBUG lines
+    (its own malloc lookups in the executable's name, dlsym) are not relocations."""
+    info = ElfReader(use_cache=False).read(path)
+    indices = np.flatnonzero(info.symbols.reloc_class)
+    return set(info.symbols.names(indices))
+
+
+def compare_bindings(prediction: Prediction, oracle: OracleRun, under: str) -> int:
+    """Every relocation binding ld.so made for an object under `under` must be the one the model
+    predicted. Returns how many were compared, so a test can insist that the comparison was not empty."""
+    compared = 0
+    relocated: dict[str, set[bytes]] = {}
+    for (referrer, symbol), (definer, version) in oracle.bindings.items():
+        if not referrer.startswith(under):
+            continue
+        if referrer not in relocated:
+            relocated[referrer] = relocated_names(referrer)
+        if symbol.encode() not in relocated[referrer]:
+            continue
+        predicted = prediction.binding(referrer, symbol)
+        assert predicted is not None, f"model has no binding for {symbol} in {referrer}; ld.so bound it to {definer}"
+        assert predicted.winner is not None, f"model left {symbol} in {referrer} unresolved; ld.so bound it to {definer}"
+        assert predicted.winner.object == definer, (
+            f"{symbol} referenced by {referrer}: ld.so bound it to {definer}, model predicted {predicted.winner.object}"
+        )
+        if version is not None:
+            assert predicted.winner.version == version, f"{symbol}: ld.so used version {version}"
+        compared += 1
+    return compared
