@@ -140,7 +140,7 @@ class Binding:
 @dataclass(frozen=True)
 class CallOutcome:
     symbol: str
-    status: str  # "ok", "not found", "symbol lookup error"
+    status: str  # "ok" or "not found"
     message: str
     definition: Definition | None
 
@@ -165,6 +165,10 @@ class StepOutcome:
     @property
     def ok(self) -> bool:
         return self.status == "loaded"
+
+    def lazy_failure_messages(self, progname: str) -> list[str]:
+        """What ld.so prints, and the process dies with (exit 127), when each lazy failure is first called."""
+        return [f"{progname}: symbol lookup error: {_undefined(b)}" for b in self.lazy_failures]
 
 
 @dataclass(frozen=True)
@@ -428,24 +432,17 @@ class _Process:
                 if not obj.is_global:
                     obj.is_global = True
                     self.global_scope.append(obj)
-        calls = tuple(self._call(root, name, lazy_fail) for name in step.calls)
-        failed_call = next((c for c in calls if c.status == "symbol lookup error"), None)
-        if failed_call:
-            self.exit_message = failed_call.message
+        calls = tuple(self._call(root, name) for name in step.calls)
         self._outcome("dlopen", step.path, step.label, "loaded", "", new, [], lazy_fail, [], calls)
 
-    def _call(self, root: _Object, name: str, lazy_failures: list[Binding]) -> CallOutcome:
-        """dlsym(handle, name) searches the handle's own dependency tree, newest version first."""
+    def _call(self, root: _Object, name: str) -> CallOutcome:
+        """dlsym(handle, name) searches the handle's own dependency tree, newest version first. Whether
+        the function then reaches a lazily unresolved symbol depends on its code: see lazy_failures."""
         symbol = name.encode()
         for obj in root.searchlist:
-            for i in obj.definitions(symbol):
-                if self._acceptable(obj, i, None, True, newest=True):
-                    definition = self._definition(obj, i)
-                    failing = [b for b in lazy_failures if b.referrer == obj.name]
-                    if failing:
-                        message = f"{self.progname}: symbol lookup error: {_undefined(failing[0])}"
-                        return CallOutcome(name, "symbol lookup error", message, definition)
-                    return CallOutcome(name, "ok", "", definition)
+            found = self._find_in(obj, symbol, None, True, newest=True)
+            if found is not None:
+                return CallOutcome(name, "ok", "", self._definition(obj, found))
         return CallOutcome(name, "not found", f"{root.name}: undefined symbol: {name}", None)
 
     # -- mapping objects ---------------------------------------------------------------------
@@ -525,7 +522,8 @@ class _Process:
             nonlocal other_class
             for directory in dirs:
                 for sub in (*self.target.search_subdirs, ""):
-                    base = directory if directory.endswith("/") else directory + "/"
+                    # An empty element means the current directory: the candidate is the bare name.
+                    base = directory if not directory or directory.endswith("/") else directory + "/"
                     candidate = base + (sub + "/" if sub else "") + name
                     verdict, detail = self._verify(candidate)
                     attempts.append(SearchAttempt(source, candidate, detail if verdict != "ok" else "found"))
@@ -551,18 +549,21 @@ class _Process:
                     label = "RPATH of " + (obj.name or self.progname)
                     found = try_dirs(self._expand_list(obj.effective_rpath, obj), label)
         if found is None and self.env.library_path is not None:
-            dirs = [d or "." for d in self.env.library_path.replace(";", ":").split(":")]
+            dirs = self.env.library_path.replace(";", ":").split(":")
             found = try_dirs(self._expand_list(tuple(dirs), self.main), "LD_LIBRARY_PATH")
         if found is None and loader.info.runpath:
             label = "RUNPATH of " + (loader.name or self.progname)
             found = try_dirs(self._expand_list(loader.info.runpath, loader), label)
         nodeflib = loader.info.nodeflib
+        errno_cleared = False
         if found is None and self.target.cache is not None:
             hit = self.target.cache.lookup(name, *self.host_machine)
             if hit is None:
                 attempts.append(SearchAttempt("ld.so.cache", name, "not in cache"))
             elif nodeflib and any(hit.startswith(d.rstrip("/") + "/") for d in self.target.system_dirs):
+                # glibc 2.36 opens the cached file, then drops it; errno is 0 when the search ends.
                 attempts.append(SearchAttempt("ld.so.cache", hit, "skipped: loader has DF_1_NODEFLIB"))
+                errno_cleared = True
             else:
                 verdict, detail = self._verify(hit)
                 attempts.append(SearchAttempt("ld.so.cache", hit, "found" if verdict == "ok" else detail))
@@ -579,9 +580,10 @@ class _Process:
             else:
                 found = try_dirs(self.target.system_dirs, "system directories")
         error = None
-        if found is None:
-            error = f"{name}: wrong ELF class: ELFCLASS{64 if self.host_machine[1] == 32 else 32}" if other_class \
-                else f"{name}: {NOT_FOUND}"
+        if found is None and other_class:
+            error = f"{name}: wrong ELF class: ELFCLASS{64 if self.host_machine[1] == 32 else 32}"
+        elif found is None:
+            error = f"{name}: cannot open shared object file" if errno_cleared else f"{name}: {NOT_FOUND}"
         return Search(name, loader.name or self.progname, tuple(attempts), found, error), found
 
     def _verify(self, path: str) -> tuple[str, str]:
@@ -615,7 +617,7 @@ class _Process:
     def _expand_list(self, dirs: tuple[str, ...], obj: _Object | None) -> list[str]:
         out = []
         for d in dirs:
-            expanded = self._expand(d if d else ".", obj)
+            expanded = self._expand(d, obj)
             if expanded is not None:
                 out.append(expanded)
         return out
@@ -785,7 +787,7 @@ class _Process:
         num_versions = 0
         for i in indices:
             verdict = self._check_match(obj, i, version, plt, newest)
-            if verdict == "match":
+            if verdict == "match":  # noqa: SIM102
                 return i
             if verdict == "versioned":
                 num_versions += 1
@@ -794,10 +796,6 @@ class _Process:
         if num_versions == 1:
             return versioned_candidate
         return None
-
-    def _acceptable(self, obj: _Object, i: int, version, plt: bool, newest: bool = False) -> bool:  # type: ignore[no-untyped-def]
-        verdict = self._check_match(obj, i, version, plt, newest)
-        return verdict == "match"
 
     def _check_match(self, obj: _Object, i: int, version, plt: bool, newest: bool) -> str:  # type: ignore[no-untyped-def]
         """check_match() of dl-lookup.c: "match", "reject", or "versioned" (counted for unversioned refs)."""
