@@ -782,52 +782,47 @@ class _Parser:
         table = np.frombuffer(self.data, self.endian + word, n * (entsize // wsize), off).reshape(n, -1)
         return table[:, 1].astype(np.uint64)
 
+    def _walk(self, start: int, count: int, size: int, next_at: int, what: str) -> Iterator[int]:
+        """Offsets of a chained table (vd_next, vn_next, vda_next, vna_next are relative links).
+        A link that loops back or leaves the file is an error, never a hang."""
+        seen: set[int] = set()
+        off = start
+        for _ in range(count):
+            self.need(off, size, what)
+            if off in seen:
+                raise self.fail(f"{what} entries form a loop")
+            seen.add(off)
+            yield off
+            nxt = struct.unpack_from(self.endian + "I", self.data, off + next_at)[0]
+            if not nxt:
+                return
+            off += nxt
+
     def _verdefs(self, single: dict[int, int], string) -> tuple[VersionDefinition, ...]:  # type: ignore[no-untyped-def]
         if DT_VERDEF not in single:
             return ()
-        num = single.get(DT_VERDEFNUM, 0)
-        off = self.offset_of(single[DT_VERDEF], 20, "version definitions")
+        start = self.offset_of(single[DT_VERDEF], 20, "version definitions")
         out = []
-        for _ in range(min(num, 0xFFFF)):
-            self.need(off, 20, "version definition")
-            _v, flags, ndx, cnt, vhash, aux, nxt = struct.unpack_from(self.endian + "HHHHIII", self.data, off)
+        for off in self._walk(start, single.get(DT_VERDEFNUM, 0), 20, 16, "version definition"):
+            _v, flags, ndx, cnt, vhash, aux, _next = struct.unpack_from(self.endian + "HHHHIII", self.data, off)
             names = []
-            aoff = off + aux
-            for _j in range(cnt):
-                self.need(aoff, 8, "version definition name")
-                name, anext = struct.unpack_from(self.endian + "II", self.data, aoff)
-                names.append(string(name))
-                if not anext:
-                    break
-                aoff += anext
+            for aoff in self._walk(off + aux, cnt, 8, 4, "version definition name"):
+                names.append(string(struct.unpack_from(self.endian + "I", self.data, aoff)[0]))
             out.append(VersionDefinition(ndx, flags, vhash, tuple(names)))
-            if not nxt:
-                break
-            off += nxt
         return tuple(out)
 
     def _verneeds(self, single: dict[int, int], string) -> tuple[VersionNeed, ...]:  # type: ignore[no-untyped-def]
         if DT_VERNEED not in single:
             return ()
-        num = single.get(DT_VERNEEDNUM, 0)
-        off = self.offset_of(single[DT_VERNEED], 16, "version needs")
+        start = self.offset_of(single[DT_VERNEED], 16, "version needs")
         out = []
-        for _ in range(min(num, 0xFFFF)):
-            self.need(off, 16, "version need")
-            _v, cnt, vfile, aux, nxt = struct.unpack_from(self.endian + "HHIII", self.data, off)
+        for off in self._walk(start, single.get(DT_VERNEEDNUM, 0), 16, 12, "version need"):
+            _v, cnt, vfile, aux, _next = struct.unpack_from(self.endian + "HHIII", self.data, off)
             reqs = []
-            aoff = off + aux
-            for _j in range(min(cnt, 0xFFFF)):
-                self.need(aoff, 16, "version need entry")
-                vhash, flags, other, name, anext = struct.unpack_from(self.endian + "IHHII", self.data, aoff)
+            for aoff in self._walk(off + aux, cnt, 16, 12, "version need entry"):
+                vhash, flags, other, name, _anext = struct.unpack_from(self.endian + "IHHII", self.data, aoff)
                 reqs.append(VersionRequirement(string(name), other, flags, vhash))
-                if not anext:
-                    break
-                aoff += anext
             out.append(VersionNeed(string(vfile), tuple(reqs)))
-            if not nxt:
-                break
-            off += nxt
         return tuple(out)
 
 

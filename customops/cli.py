@@ -1,0 +1,50 @@
+"""The command line: argument parsing and dispatch only; each subcommand lives in customops/commands/.
+
+Exit status: 0 all good, 1 something will fail (or findings at/above --fail-on), 2 bad input or usage
+(one line on stderr naming the file and the reason), 3 an internal error (a bug in customops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib import import_module
+
+from customops import __version__
+from customops.errors import CustomopsError
+
+SUBCOMMANDS = ("scan", "resolve")
+EXIT_INTERNAL = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="customops",
+        description="Will these custom-operation libraries load in this Triton container, and will they collide?",
+    )
+    parser.add_argument("--version", action="version", version=f"customops {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        import_module(f"customops.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except CustomopsError as exc:
+        print(f"customops: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # never a traceback for users; CUSTOMOPS_DEBUG=1 shows it for developers
+        if os.environ.get("CUSTOMOPS_DEBUG"):
+            raise
+        print(f"customops: internal error: {type(exc).__name__}: {exc} (set CUSTOMOPS_DEBUG=1 for details)",
+              file=sys.stderr)
+        return EXIT_INTERNAL

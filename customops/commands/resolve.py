@@ -1,0 +1,88 @@
+"""customops resolve: predict what ld.so will load, bind and reject for a sequence of loads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from customops.errors import CustomopsError
+
+FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "resolve", help="predict what the dynamic linker will load, bind and reject",
+        description="Simulate a process: the host executable starts (with LD_PRELOAD), then each --dlopen runs "
+                    "in order. Prints the load order, every search path tried, unresolved symbols, version "
+                    "failures and interpositions. Exit 0 when every step loads, 1 when one will fail.",
+    )
+    p.add_argument("--root", default="/", help="target filesystem root (a container's unpacked root); default /")
+    p.add_argument("--host", nargs="+", metavar="EXE|LIB",
+                   help="the host executable, then libraries it has already loaded (RTLD_GLOBAL), "
+                        "e.g. a python that imported torch; default /usr/bin/true")
+    p.add_argument("--preload", action="append", default=[], metavar="LIB", help="an LD_PRELOAD entry (repeatable)")
+    p.add_argument("--dlopen", action="append", default=[], metavar="LIB[:FLAGS]",
+                   help="dlopen LIB; FLAGS is a comma list of now|lazy, local|global, deepbind (default now,local, "
+                        "as Triton and every framework backend use)")
+    p.add_argument("--library-path", metavar="PATH", help="LD_LIBRARY_PATH of the process")
+    p.add_argument("--bind-now", action="store_true", help="LD_BIND_NOW=1")
+    p.add_argument("--dynamic-weak", action="store_true", help="LD_DYNAMIC_WEAK=1")
+    p.add_argument("--cwd", default=None, help="the process's working directory (for relative paths)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--cache-dir", type=Path)
+    p.set_defaults(run=run)
+
+
+def parse_dlopen(value: str, target_path) -> "Dlopen":  # type: ignore[no-untyped-def]  # noqa: UP037
+    from customops.scanners.linker import Dlopen
+
+    path, flags = value, set()
+    if ":" in value:
+        head, tail = value.rsplit(":", 1)
+        words = {w for w in tail.split(",") if w}
+        if words and words <= FLAG_WORDS:
+            path, flags = head, words
+    if {"now", "lazy"} <= flags or {"local", "global"} <= flags:
+        raise CustomopsError(f"--dlopen {value}: contradictory flags")
+    return Dlopen(target_path(path), lazy="lazy" in flags, make_global="global" in flags, deepbind="deepbind" in flags)
+
+
+def run(args: argparse.Namespace) -> int:
+    from customops.report.resolve import prediction_record, render_prediction
+    from customops.scanners.elfcache import ElfReader
+    from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
+    from customops.scanners.target import target_for_root
+
+    target = target_for_root(args.root)
+    cwd = args.cwd or (os.getcwd() if target.is_live else "/")
+
+    def target_path(path: str) -> str:
+        """Command-line paths are paths inside the target; a path under --root is accepted too."""
+        if not target.is_live and path.startswith(target.root.rstrip("/") + "/"):
+            return path[len(target.root.rstrip("/")):]
+        if "/" in path and not path.startswith("/"):
+            return os.path.normpath(os.path.join(cwd, path))
+        return path
+
+    host = args.host or ["/usr/bin/true"]
+    executable = target_path(host[0])
+    if target.host_path(executable) is None:
+        raise CustomopsError(f"{host[0]}: host executable not found in the target (use --host)")
+    steps = [Dlopen(target_path(lib), make_global=True, label="host") for lib in host[1:]]
+    steps += [parse_dlopen(value, target_path) for value in args.dlopen]
+    preload = " ".join(target_path(p) for p in args.preload) or None
+    environment = Environment(library_path=args.library_path, preload=preload, bind_now=args.bind_now,
+                              dynamic_weak=args.dynamic_weak, cwd=cwd)
+    linker = Linker(target, ElfReader(args.cache_dir, use_cache=not args.no_cache))
+    prediction = linker.run(Scenario(executable, environment, tuple(steps)))
+    if args.format == "json":
+        json.dump(prediction_record(prediction, target), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render_prediction(prediction, target)
+    return 0 if prediction.ok else 1

@@ -1,0 +1,125 @@
+"""Render a linker Prediction: load order, search traces, failures, interpositions."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from customops.scanners.demangle import demangle
+from customops.scanners.linker import Binding, Definition, Prediction
+from customops.scanners.target import LinkerTarget
+
+RESOLVE_SCHEMA = "customops.resolve/1"
+
+
+def _definition(d: Definition | None) -> dict | None:
+    if d is None:
+        return None
+    return {"object": d.object, "symbol": d.symbol.decode("utf-8", "surrogateescape"), "version": d.version,
+            "binding": d.binding, "type": d.type, "visibility": d.visibility, "size": d.size}
+
+
+def _binding(b: Binding) -> dict:
+    return {
+        "referrer": b.referrer, "symbol": b.symbol.decode("utf-8", "surrogateescape"), "demangled": demangle(b.symbol),
+        "version": b.version, "relocation": b.relocation, "weak_reference": b.weak_reference,
+        "winner": _definition(b.winner), "losers": [_definition(d) for d in b.losers], "reason": b.reason,
+        "error": b.error,
+    }
+
+
+def prediction_record(prediction: Prediction, target: LinkerTarget) -> dict:
+    return {
+        "schema": RESOLVE_SCHEMA,
+        "ok": prediction.ok,
+        "root": target.root,
+        "assumptions": list(target.assumptions),
+        "exit_message": prediction.exit_message,
+        "global_scope": prediction.global_scope,
+        "objects": [{"name": o.name, "soname": o.soname, "loaded_by": o.loaded_by, "step": o.step}
+                    for o in prediction.objects],
+        "steps": [
+            {
+                "kind": o.kind, "request": o.request, "status": o.status, "message": o.message,
+                "warnings": list(o.warnings), "loaded": list(o.loaded),
+                "searches": [{"name": s.name, "requested_by": s.requested_by, "found": s.found, "error": s.error,
+                              "attempts": [{"source": a.source, "path": a.path, "result": a.result}
+                                           for a in s.attempts]} for s in o.searches],
+                "unresolved": [_binding(b) for b in o.unresolved],
+                "lazy_failures": [_binding(b) for b in o.lazy_failures],
+                "version_errors": list(o.version_errors),
+                "calls": [{"symbol": c.symbol, "status": c.status, "definition": _definition(c.definition)}
+                          for c in o.calls],
+            }
+            for o in prediction.outcomes
+        ],
+        "interpositions": [_binding(b) for b in prediction.interpositions()],
+    }
+
+
+STATUS_STYLE = {"loaded": "green", "failed": "red", "fatal": "bold red", "crash": "bold red", "ignored": "yellow"}
+
+
+def _is_system(path: str, target: LinkerTarget) -> bool:
+    return any(path.startswith(d.rstrip("/") + "/") for d in target.system_dirs) or path.startswith("/lib64/")
+
+
+def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> list[Binding]:
+    """Interpositions worth a user's attention: glibc's own libraries overriding one another are by design."""
+    return [b for b in prediction.interpositions()
+            if not (b.winner and _is_system(b.winner.object, target)
+                    and all(_is_system(d.object, target) for d in b.losers))]
+
+
+def _collapse(attempts) -> list[tuple[str, str, str, int]]:  # type: ignore[no-untyped-def]
+    """One line per search directory: the plain candidate, plus how many hwcaps subdirectories were tried."""
+    rows: list[tuple[str, str, str, int]] = []
+    pending = 0
+    for a in attempts:
+        if a.result != "found" and a.source != "ld.so.cache" and ("/glibc-hwcaps/" in a.path or "/tls/" in a.path
+                                                                   or "/x86_64/" in a.path or "/haswell/" in a.path):
+            pending += 1
+            continue
+        rows.append((a.path, a.source, a.result, pending))
+        pending = 0
+    return rows
+
+
+def render_prediction(prediction: Prediction, target: LinkerTarget, console: Console | None = None) -> None:
+    console = console or Console(soft_wrap=True)
+    for note in target.assumptions:
+        console.print(f"[dim]assumed: {escape(note)}[/]")
+    for outcome in prediction.outcomes:
+        style = STATUS_STYLE.get(outcome.status, "")
+        console.print(f"[{style}]{outcome.status:>7}[/] {outcome.kind} {escape(outcome.request)}")
+        if outcome.message:
+            console.print(f"         [{style}]{escape(outcome.message)}[/]")
+        for warning in outcome.warnings:
+            if warning != outcome.message:
+                console.print(f"         [yellow]{escape(warning)}[/]")
+        for search in outcome.searches:
+            if search.found is None:
+                console.print(f"         {escape(search.name)} (needed by {escape(search.requested_by)}): "
+                              "not found; paths considered, in order:")
+                for i, (path, source, result, subdirs) in enumerate(_collapse(search.attempts), 1):
+                    extra = f", and {subdirs} hwcaps subdirectories before it" if subdirs else ""
+                    console.print(f"           {i}. {escape(path)}  [dim]({escape(source)}: {escape(result)}{extra})[/]")
+        for binding in outcome.unresolved:
+            console.print(f"         [red]undefined[/] {escape(demangle(binding.symbol))}"
+                          f"{', version ' + binding.version if binding.version else ''} "
+                          f"(referenced by {escape(binding.referrer)}, needed at load)")
+        for binding in outcome.lazy_failures:
+            console.print(f"         [yellow]undefined[/] {escape(demangle(binding.symbol))} "
+                          f"(referenced by {escape(binding.referrer)}; fails at its first call, exit 127)")
+    if prediction.exit_message:
+        console.print(f"[bold red]the process dies:[/] {escape(prediction.exit_message)}")
+    console.print(f"global scope: {escape(' '.join(prediction.global_scope))}")
+    shown = 0
+    for binding in notable_interpositions(prediction, target):
+        if shown == 20:
+            console.print("  ... (use --format json for all)")
+            break
+        losers = ", ".join(d.object for d in binding.losers)
+        console.print(f"  interposed: {escape(demangle(binding.symbol))} -> {escape(binding.winner.object)} "
+                      f"(over {escape(losers)}; referenced by {escape(binding.referrer)})")
+        shown += 1
