@@ -67,8 +67,9 @@ def _is_system(path: str, target: LinkerTarget) -> bool:
 def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> list[Binding]:
     """Interpositions worth a user's attention: glibc's own libraries overriding one another are by design."""
     return [b for b in prediction.interpositions()
-            if not (b.winner and _is_system(b.winner.object, target)
-                    and all(_is_system(d.object, target) for d in b.losers))]
+            if not b.reason.startswith("copy relocation")
+            and not (b.winner and _is_system(b.winner.object, target)
+                     and all(_is_system(d.object, target) for d in b.losers))]
 
 
 def _collapse(attempts) -> list[tuple[str, str, str, int]]:  # type: ignore[no-untyped-def]

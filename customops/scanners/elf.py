@@ -71,11 +71,13 @@ VERSYM_HIDDEN, VERSYM_INDEX = 0x8000, 0x7FFF
 
 # Relocation classes recorded per undefined symbol: does ld.so need it when the object is loaded,
 # or only at the first call through the PLT (lazy binding)?
-RELOC_NONE, RELOC_LAZY, RELOC_NOW = 0, 1, 2
-RELOC_CLASS_NAMES = {RELOC_NONE: "none", RELOC_LAZY: "lazy", RELOC_NOW: "now"}
+RELOC_NONE, RELOC_LAZY, RELOC_NOW, RELOC_COPY = 0, 1, 2, 3
+RELOC_CLASS_NAMES = {RELOC_NONE: "none", RELOC_LAZY: "lazy", RELOC_NOW: "now", RELOC_COPY: "copy"}
 
 # The PLT relocation type that ld.so may bind lazily, per machine (psABI constants).
 JUMP_SLOT_BY_MACHINE = {3: 7, 62: 7, 183: 1026, 40: 22, 20: 21, 21: 21, 22: 11, 243: 5, 258: 5}
+# R_*_COPY per machine: resolved at load, skipping the executable that holds the copy.
+COPY_BY_MACHINE = {3: 5, 62: 5, 183: 1024, 40: 20, 20: 19, 21: 19, 22: 9, 243: 4, 258: 4}
 # Machines whose DT_HASH words are 8 bytes wide in ELFCLASS64 (s390x and Alpha).
 WIDE_SYSV_HASH_MACHINES = {22, 0x9026}
 
@@ -754,6 +756,10 @@ class _Parser:
             syms = info >> shift
             valid = np.flatnonzero((syms > 0) & (syms < count))
             classes[syms[valid]] = RELOC_NOW
+            copy_type = COPY_BY_MACHINE.get(self.machine)
+            if copy_type is not None:
+                copies = valid[(info[valid] & mask) == copy_type]
+                classes[syms[copies]] = RELOC_COPY
             np.minimum.at(first, syms[valid].astype(np.intp), (valid + position).astype(np.uint32))
             position += len(info)
         if plt_range:

@@ -32,7 +32,7 @@ from customops.scanners.elf import (
     parse_elf,
 )
 
-FORMAT = b"COELF\x00\x04\x00"  # bump the last bytes whenever the entry layout or ElfInfo changes
+FORMAT = b"COELF\x00\x05\x00"  # bump the last bytes whenever the entry layout or ElfInfo changes
 _HEADER = struct.Struct("<8sII")  # magic+version, json length, number of non-zero relocation classes
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from customops.errors import ElfError
 from customops.scanners.elf import (
     DF_SYMBOLIC,
+    RELOC_COPY,
     RELOC_LAZY,
     RELOC_NONE,
     SHN_ABS,
@@ -129,7 +130,7 @@ class Binding:
     referrer: str
     symbol: bytes
     version: str | None
-    relocation: str  # "now" or "lazy"
+    relocation: str  # "now", "lazy" or "copy"
     weak_reference: bool
     winner: Definition | None
     losers: tuple[Definition, ...] = ()
@@ -224,6 +225,7 @@ class _Object:
         self.relocated = False
         self.is_global = False
         self.index: dict[bytes, list[int]] | None = None
+        self.copy_addresses: set[int] | None = None
 
     def matches(self, name: str) -> bool:
         if name in self.names:
@@ -679,7 +681,8 @@ class _Process:
             names = symbols.names(relocated)
             classes = symbols.reloc_class[relocated].tolist()
             for i, name, cls in zip(relocated.tolist(), names, classes, strict=True):
-                binding, crash = self._bind(obj, i, name, "lazy" if cls == RELOC_LAZY else "now")
+                kind = "lazy" if cls == RELOC_LAZY else "copy" if cls == RELOC_COPY else "now"
+                binding, crash = self._bind(obj, i, name, kind)
                 if crash:
                     return unresolved, lazy_failures, crash
                 self.bindings[(obj.name, name)] = binding
@@ -707,25 +710,26 @@ class _Process:
         version_name = version.name if version is not None else None
         own_defined = int(entries["st_shndx"][index]) != SHN_UNDEF
         # Protected definitions and -Bsymbolic objects bind their own references to themselves.
-        if own_defined and (int(entries["st_other"][index]) & 3 == STV_PROTECTED or obj.info.flags & DF_SYMBOLIC):
+        if own_defined and reloc != "copy" and (int(entries["st_other"][index]) & 3 == STV_PROTECTED or obj.info.flags & DF_SYMBOLIC):
             own = self._definition(obj, index)
             reason = "protected" if int(entries["st_other"][index]) & 3 == STV_PROTECTED else "-Bsymbolic"
             return Binding(obj.name, name, version_name, reloc, weak_ref, own, (), reason), None
         type_class_plt = reloc == "lazy"
         key = (id(obj.scope[0]) if obj.scope else 0, id(obj.scope[1]) if len(obj.scope) > 1 else 0,
-               name, version_name, type_class_plt)
+               name, version_name, type_class_plt, reloc == "copy")
         memo = self._lookup_memo.get(key)  # type: ignore[arg-type]
         if memo is None:
             try:
-                memo = self._lookup(obj, name, version, type_class_plt)
+                memo = self._lookup(obj, name, version, type_class_plt, skip=obj if reloc == "copy" else None)
             except _Failure as failure:
                 return Binding(obj.name, name, version_name, reloc, weak_ref, None), failure.message
             self._lookup_memo[key] = memo  # type: ignore[index]
         winner, losers, reason, error = memo
         return Binding(obj.name, name, version_name, reloc, weak_ref, winner, losers, reason, error), None
 
-    def _lookup(self, referrer: _Object, name: bytes, version, plt: bool):  # type: ignore[no-untyped-def]
-        """_dl_lookup_symbol_x over the referrer's scopes; also collects the definitions that lost."""
+    def _lookup(self, referrer: _Object, name: bytes, version, plt: bool, skip: _Object | None = None):  # type: ignore[no-untyped-def]
+        """_dl_lookup_symbol_x over the referrer's scopes; also collects the definitions that lost.
+        `skip` is the executable while resolving its COPY relocations (ELF_RTYPE_CLASS_COPY)."""
         winner: tuple[_Object, int] | None = None
         weak_fallback: tuple[_Object, int] | None = None
         losers: list[Definition] = []
@@ -733,7 +737,7 @@ class _Process:
         reason = ""
         for scope in referrer.scope:
             for obj in scope:
-                if id(obj) in seen:
+                if id(obj) in seen or obj is skip:
                     continue
                 seen.add(id(obj))
                 found = self._find_in(obj, name, version, plt)
@@ -771,12 +775,23 @@ class _Process:
                             reason = "GNU_UNIQUE: the first definition loaded in the process wins"
                     continue
                 winner = (obj, found)
+                if obj is self.main and obj is not referrer and self._copies(obj, name):
+                    reason = "copy relocation: the executable holds the object and every reference binds to it"
         if winner is None and weak_fallback is not None:
             winner = weak_fallback
         elif winner is not None and weak_fallback is not None:
             losers.insert(0, self._definition(*weak_fallback))
         win_def = self._definition(*winner) if winner else None
         return win_def, tuple(loser for loser in losers if loser != win_def), reason, ""
+
+    def _copies(self, obj: _Object, name: bytes) -> bool:
+        """Does the executable hold a copy of this object? Aliases share the copy's address."""
+        if obj.copy_addresses is None:
+            symbols = obj.info.symbols
+            copied = np.flatnonzero(symbols.reloc_class == RELOC_COPY)
+            obj.copy_addresses = set(symbols.entries["st_value"][copied].tolist())
+        values = obj.info.symbols.entries["st_value"]
+        return any(int(values[i]) in obj.copy_addresses for i in obj.definitions(name))
 
     def _find_in(self, obj: _Object, name: bytes, version, plt: bool, newest: bool = False) -> int | None:  # type: ignore[no-untyped-def]
         """do_lookup_x for one object: the first acceptable symbol, or None."""

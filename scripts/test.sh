@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Run the whole test suite on a fresh Debian machine with Python >= 3.10, gcc and g++.
+# Installs what the tests need into .venv (customops, pytest, and the real frameworks the tests load:
+# torch 2.13.0 CPU, tensorflow-cpu, onnxruntime), plus, when run as root with apt, the 32-bit and
+# foreign-architecture toolchains the ELF reader is tested with. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  gcc -m32 -xc -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || missing+=(gcc-multilib)
+  command -v s390x-linux-gnu-as >/dev/null || missing+=(binutils-s390x-linux-gnu)
+  command -v aarch64-linux-gnu-as >/dev/null || missing+=(binutils-aarch64-linux-gnu)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing toolchains: ${missing[*]}"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null \
+      || echo "warning: could not install ${missing[*]}; tests that need them will be skipped"
+  fi
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[test,torch,tensorflow,onnxruntime]"
+.venv/bin/python -m pytest -n 2 "$@"
