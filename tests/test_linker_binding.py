@@ -7,7 +7,7 @@ from customops.scanners.linker import Dlopen, Environment, Scenario
 
 def test_the_first_definition_wins_even_if_weak(linker, loader, tree):
     top, weak, strong = f"{tree}/c/libwtop.so", f"{tree}/c/libweak.so", f"{tree}/c/libstrong.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(top, calls=("call_foo",)),)), str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(top, calls=("call_foo",)),)))
     binding = prediction.binding(top, "foo")
     assert binding.winner.object == weak and binding.winner.binding == "WEAK"
     assert [d.object for d in binding.losers] == [strong]
@@ -17,14 +17,14 @@ def test_the_first_definition_wins_even_if_weak(linker, loader, tree):
 def test_ld_dynamic_weak_makes_a_later_strong_definition_win(linker, loader, tree):
     top, strong = f"{tree}/c/libwtop.so", f"{tree}/c/libstrong.so"
     prediction, oracle = agree(linker, Scenario(loader, Environment(dynamic_weak=True),
-                                                (Dlopen(top, calls=("call_foo",)),)), str(tree))
+                                                (Dlopen(top, calls=("call_foo",)),)))
     assert prediction.binding(top, "foo").winner.object == strong
     assert oracle.calls == [("call_foo", "2")]
 
 
 def test_an_unresolved_weak_reference_is_not_an_error(linker, loader, tree):
     lib = f"{tree}/c/libmaybe.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, calls=("has_maybe",)),)), str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, calls=("has_maybe",)),)))
     binding = prediction.binding(lib, "maybe")
     assert binding.weak_reference and binding.winner is None
     assert prediction.outcomes[-1].ok
@@ -34,8 +34,17 @@ def test_an_unresolved_weak_reference_is_not_an_error(linker, loader, tree):
 def test_gnu_unique_definitions_are_shared_across_rtld_local(linker, loader, tree):
     liba, libb = f"{tree}/d/libua.so", f"{tree}/d/libub.so"
     prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(liba, calls=("bump_a",)),
-                                                               Dlopen(libb, calls=("bump_b",)))), str(tree))
+                                                               Dlopen(libb, calls=("bump_b",)))))
     binding = prediction.binding(libb, "_ZZ7countervE1c")
     assert binding.winner.object == liba and binding.winner.binding == "GNU_UNIQUE"
     assert [d.object for d in binding.losers] == [libb]
     assert oracle.calls == [("bump_a", "1"), ("bump_b", "2")]
+
+
+def test_a_copy_relocation_binds_every_reference_to_the_executables_copy(linker, tree):
+    exe = f"{tree}/bin/loader_nopie"
+    prediction, _ = agree(linker, Scenario(exe, steps=(Dlopen(f"{tree}/b/liba.so"),)))
+    assert prediction.binding(exe, "stdout").relocation == "copy"
+    assert prediction.binding(exe, "stdout").winner.object == "/lib/x86_64-linux-gnu/libc.so.6"
+    libc_reference = prediction.binding("/lib/x86_64-linux-gnu/libc.so.6", "stdout")
+    assert libc_reference.winner.object == exe and libc_reference.reason.startswith("copy relocation")

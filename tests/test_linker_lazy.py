@@ -7,14 +7,13 @@ from customops.scanners.linker import Dlopen, Environment, Scenario
 
 def test_undefined_data_fails_at_load_even_when_lazy(linker, loader, tree):
     lib = f"{tree}/f/libu.so"
-    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True),)), str(tree))
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True),)))
     assert prediction.outcomes[-1].message == f"{lib}: undefined symbol: missing_var"
 
 
 def test_undefined_function_loads_lazily_and_kills_the_process_at_its_first_call(linker, loader, tree):
     lib = f"{tree}/f/libuf.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True, calls=("call_missing",)),)),
-                               str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True, calls=("call_missing",)),)))
     assert prediction.outcomes[-1].ok
     assert [b.symbol for b in prediction.outcomes[-1].lazy_failures] == [b"missing_fn"]
     assert oracle.returncode == 127
@@ -22,24 +21,23 @@ def test_undefined_function_loads_lazily_and_kills_the_process_at_its_first_call
 
 def test_an_unused_missing_function_is_harmless_when_lazy(linker, loader, tree):
     lib = f"{tree}/f/libuf.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True, calls=("harmless",)),)),
-                               str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True, calls=("harmless",)),)))
     assert oracle.returncode == 0 and prediction.exit_message is None
 
 
 def test_undefined_function_fails_dlopen_with_rtld_now(linker, loader, tree):
     lib = f"{tree}/f/libuf.so"
-    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(lib),)), str(tree))
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(lib),)))
     assert prediction.outcomes[-1].message == f"{lib}: undefined symbol: missing_fn"
 
 
 def test_a_z_now_library_fails_even_when_opened_lazily(linker, loader, tree):
     lib = f"{tree}/f/libuf_now.so"
-    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True),)), str(tree))
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(lib, lazy=True),)))
     assert prediction.outcomes[-1].status == "failed"
 
 
 def test_ld_bind_now_turns_lazy_into_now(linker, loader, tree):
     lib = f"{tree}/f/libuf.so"
-    prediction, _ = agree(linker, Scenario(loader, Environment(bind_now=True), (Dlopen(lib, lazy=True),)), str(tree))
+    prediction, _ = agree(linker, Scenario(loader, Environment(bind_now=True), (Dlopen(lib, lazy=True),)))
     assert prediction.outcomes[-1].status == "failed"

@@ -9,7 +9,7 @@ from customops.scanners.linker import Dlopen, Environment, Scenario
 def test_rtld_local_libraries_each_bind_to_their_own_definition(linker, loader, tree):
     liba, libb = f"{tree}/b/liba.so", f"{tree}/b/libb.so"
     prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(liba, calls=("call_a",)),
-                                                               Dlopen(libb, calls=("call_b",)))), str(tree))
+                                                               Dlopen(libb, calls=("call_b",)))))
     assert prediction.binding(liba, "foo").winner.object == liba
     assert prediction.binding(libb, "foo").winner.object == libb
     assert oracle.calls == [("call_a", "10"), ("call_b", "20")]
@@ -18,8 +18,7 @@ def test_rtld_local_libraries_each_bind_to_their_own_definition(linker, loader, 
 def test_a_preload_interposes_over_every_rtld_local_library(linker, loader, tree):
     liba, libb, pre = f"{tree}/b/liba.so", f"{tree}/b/libb.so", f"{tree}/a/libpre.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(preload=pre),
-                                           (Dlopen(liba, calls=("call_a",)), Dlopen(libb, calls=("call_b",)))),
-                          str(tree))
+                                           (Dlopen(liba, calls=("call_a",)), Dlopen(libb, calls=("call_b",)))))
     assert prediction.binding(liba, "foo").winner.object == pre
     assert prediction.binding(libb, "foo").winner.object == pre
 
@@ -27,7 +26,7 @@ def test_a_preload_interposes_over_every_rtld_local_library(linker, loader, tree
 def test_rtld_global_definitions_win_for_later_local_libraries(linker, loader, tree):
     liba, libb = f"{tree}/b/liba.so", f"{tree}/b/libb.so"
     prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(liba, make_global=True),
-                                                               Dlopen(libb, calls=("call_b",)))), str(tree))
+                                                               Dlopen(libb, calls=("call_b",)))))
     assert prediction.binding(libb, "foo").winner.object == liba
     assert oracle.calls == [("call_b", "10")]
 
@@ -35,26 +34,25 @@ def test_rtld_global_definitions_win_for_later_local_libraries(linker, loader, t
 def test_deepbind_searches_the_local_scope_before_the_preload(linker, loader, tree):
     liba, pre = f"{tree}/b/liba.so", f"{tree}/a/libpre.so"
     prediction, oracle = agree(linker, Scenario(loader, Environment(preload=pre),
-                                                (Dlopen(liba, deepbind=True, calls=("call_a",)),)), str(tree))
+                                                (Dlopen(liba, deepbind=True, calls=("call_a",)),)))
     assert prediction.binding(liba, "foo").winner.object == liba
     assert oracle.calls == [("call_a", "10")]
 
 
 def test_dt_flags_1_global_has_no_effect_under_rtld_local(linker, loader, tree):
     libz, libb = f"{tree}/b/libzglobal.so", f"{tree}/b/libb.so"
-    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(libz), Dlopen(libb, calls=("call_b",)))), str(tree))
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(libz), Dlopen(libb, calls=("call_b",)))))
     assert prediction.binding(libb, "foo").winner.object == libb
 
 
 def test_a_nodlopen_library_cannot_be_dlopened(linker, loader, tree):
     lib = f"{tree}/b/libnoopen.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib),)), str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib),)))
     assert oracle.error_of(lib) == f"{lib}: shared object cannot be dlopen()ed"
 
 
 def test_breadth_first_order_lets_a_sibling_win_over_a_dependency(linker, loader, tree):
     top, liba, libb = f"{tree}/bfs/libtop.so", f"{tree}/bfs/libA.so", f"{tree}/bfs/libB.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(top), Dlopen(liba, calls=("a_calls_who",)))),
-                               str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(top), Dlopen(liba, calls=("a_calls_who",)))))
     assert prediction.binding(liba, "who").winner.object == libb
     assert oracle.calls == [("a_calls_who", "2")]

@@ -10,7 +10,7 @@ from customops.scanners.linker import Dlopen, Environment, Scenario
 def test_a_missing_version_node_fails_the_load(linker, loader, tree):
     user = f"{tree}/e/libvuser.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/v1only"),
-                                           (Dlopen(user),)), str(tree))
+                                           (Dlopen(user),)))
     assert prediction.outcomes[-1].message == \
         f"{tree}/e/v1only/libv.so: version `V2' not found (required by {user})"
 
@@ -18,21 +18,21 @@ def test_a_missing_version_node_fails_the_load(linker, loader, tree):
 def test_a_missing_version_node_fails_even_under_lazy_binding(linker, loader, tree):
     user = f"{tree}/e/libvuser.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/v1only"),
-                                           (Dlopen(user, lazy=True),)), str(tree))
+                                           (Dlopen(user, lazy=True),)))
     assert prediction.outcomes[-1].status == "failed"
 
 
 def test_a_present_node_without_the_symbol_fails_per_symbol(linker, loader, tree):
     user = f"{tree}/e/libvuser.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/nobar"),
-                                           (Dlopen(user),)), str(tree))
+                                           (Dlopen(user),)))
     assert prediction.outcomes[-1].message == f"{user}: undefined symbol: bar, version V2"
 
 
 def test_a_missing_versioned_function_fails_at_its_first_call_when_lazy(linker, loader, tree):
     user = f"{tree}/e/libvuser.so"
     prediction, oracle = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/nobar"),
-                                                (Dlopen(user, lazy=True, calls=("use_bar",)),)), str(tree))
+                                                (Dlopen(user, lazy=True, calls=("use_bar",)),)))
     assert oracle.returncode == 127
     assert prediction.outcomes[-1].lazy_failure_messages(loader) == [
         f"{loader}: symbol lookup error: {user}: undefined symbol: bar, version V2"]
@@ -41,7 +41,7 @@ def test_a_missing_versioned_function_fails_at_its_first_call_when_lazy(linker, 
 def test_an_unversioned_provider_named_in_the_verneed_trips_ld_so_assertion(linker, loader, tree):
     user = f"{tree}/e/libvuser.so"
     prediction, oracle = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/unver"),
-                                                (Dlopen(user),)), str(tree))
+                                                (Dlopen(user),)))
     assert oracle.returncode == 127
     assert re.search(r"Inconsistency detected by ld\.so: dl-lookup\.c: .*check_match", prediction.exit_message)
 
@@ -49,33 +49,33 @@ def test_an_unversioned_provider_named_in_the_verneed_trips_ld_so_assertion(link
 def test_an_unversioned_interposer_captures_versioned_references(linker, loader, tree):
     user, pre = f"{tree}/e/libvuser.so", f"{tree}/e/libpf_unver.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/v12", preload=pre),
-                                           (Dlopen(user, calls=("use_foo",)),)), str(tree))
+                                           (Dlopen(user, calls=("use_foo",)),)))
     assert prediction.binding(user, "foo").winner.object == pre
 
 
 def test_an_interposer_under_another_version_node_does_not_interpose(linker, loader, tree):
     user = f"{tree}/e/libvuser.so"
     env = Environment(library_path=f"{tree}/e/v12", preload=f"{tree}/e/libpf_myver.so")
-    prediction, _ = agree(linker, Scenario(loader, env, (Dlopen(user, calls=("use_foo",)),)), str(tree))
+    prediction, _ = agree(linker, Scenario(loader, env, (Dlopen(user, calls=("use_foo",)),)))
     assert prediction.binding(user, "foo").winner.object == f"{tree}/e/v12/libv.so"
 
 
 def test_an_interposer_with_the_same_version_node_interposes(linker, loader, tree):
     user, pre = f"{tree}/e/libvuser.so", f"{tree}/e/libpf_v1.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/v12", preload=pre),
-                                           (Dlopen(user, calls=("use_foo",)),)), str(tree))
+                                           (Dlopen(user, calls=("use_foo",)),)))
     assert prediction.binding(user, "foo").winner.object == pre
 
 
 def test_an_unversioned_reference_takes_the_oldest_version(linker, loader, tree):
     user = f"{tree}/e/libold_user.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(user, calls=("call_foo",)),)), str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(user, calls=("call_foo",)),)))
     assert prediction.binding(user, "foo").winner.version == "V1"
     assert oracle.calls == [("call_foo", "1")]
 
 
 def test_dlsym_returns_the_default_version(linker, loader, tree):
     lib = f"{tree}/e/libv2def.so"
-    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, calls=("foo",)),)), str(tree))
+    prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, calls=("foo",)),)))
     assert prediction.outcomes[-1].calls[0].definition.version == "V2"
     assert oracle.calls == [("foo", "2")]
