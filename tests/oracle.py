@@ -104,6 +104,8 @@ def compare_bindings(prediction: Prediction, oracle: OracleRun) -> int:
     compared = 0
     relocated: dict[str, set[bytes]] = {}
     for (referrer, symbol), (definer, version) in oracle.bindings.items():
+        if not os.path.isfile(referrer):
+            continue  # linux-vdso.so.1: mapped by the kernel, not a file the loader opens
         if referrer not in relocated:
             relocated[referrer] = relocated_names(referrer)
         if symbol.encode() not in relocated[referrer]:
@@ -153,5 +155,6 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
     assert [name for name, _ in oracle.calls] == [c.symbol for c in predicted_calls]
     for (_name, value), call in zip(oracle.calls, predicted_calls, strict=True):
         assert (call.status == "ok") == value.lstrip("-").isdigit()
-    assert compare_bindings(prediction, oracle) > 0
+    compared = compare_bindings(prediction, oracle)
+    assert compared > 0 or not oracle.bindings
     return prediction, oracle
