@@ -156,5 +156,5 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
     for (_name, value), call in zip(oracle.calls, predicted_calls, strict=True):
         assert (call.status == "ok") == value.lstrip("-").isdigit()
     compared = compare_bindings(prediction, oracle)
-    assert compared > 0 or not oracle.bindings
+    assert compared > 0 or not any(os.path.isfile(referrer) for referrer, _ in oracle.bindings)
     return prediction, oracle
