@@ -22,4 +22,6 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,torch,tensorflow,onnxruntime]"
+# published TensorFlow op libraries; --no-deps because it requires `tensorflow`, not tensorflow-cpu
+.venv/bin/python -m pip install -q --no-deps "tensorflow-text==2.21.1"
 .venv/bin/python -m pytest -n 2 "$@"

@@ -72,6 +72,28 @@ def run_oracle(scenario: Scenario) -> OracleRun:
         proc = subprocess.run(argv_for(scenario), env=env, cwd=e.cwd, capture_output=True, text=True, timeout=60)
         debug = "".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("ld*")))
     run = OracleRun(proc.returncode, proc.stdout, proc.stderr, debug)
+    parse_ld_debug(debug, run)
+    for line in proc.stdout.splitlines():
+        if m := DLOPEN.match(line):
+            run.dlopens.append((m.group(1), m.group(3)))
+        elif m := CALL.match(line):
+            run.calls.append((m.group(1), m.group(3) or m.group(2)))
+    return run
+
+
+def run_with_ld_debug(argv: list[str], env: dict[str, str] | None = None) -> OracleRun:
+    """Any program (a real python importing torch, say) under LD_DEBUG=libs,bindings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        full_env = {**(env or {}), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_DEBUG": "libs,bindings",
+                    "LD_DEBUG_OUTPUT": os.path.join(tmp, "ld")}
+        proc = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=600)
+        debug = "".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("ld*")))
+    run = OracleRun(proc.returncode, proc.stdout, proc.stderr, "")
+    parse_ld_debug(debug, run)
+    return run
+
+
+def parse_ld_debug(debug: str, run: OracleRun) -> None:
     current: str | None = None
     for line in debug.splitlines():
         text = line.split(":", 1)[1] if ":" in line and line.split(":", 1)[0].strip().isdigit() else line
@@ -82,12 +104,6 @@ def run_oracle(scenario: Scenario) -> OracleRun:
             run.tried.setdefault(current, [])
         elif (m := TRYING.match(text)) and current is not None:
             run.tried[current].append(m.group(1))
-    for line in proc.stdout.splitlines():
-        if m := DLOPEN.match(line):
-            run.dlopens.append((m.group(1), m.group(3)))
-        elif m := CALL.match(line):
-            run.calls.append((m.group(1), m.group(3) or m.group(2)))
-    return run
 
 
 def relocated_names(path: str) -> set[bytes]:
@@ -98,12 +114,16 @@ def relocated_names(path: str) -> set[bytes]:
     return set(info.symbols.names(indices))
 
 
-def compare_bindings(prediction: Prediction, oracle: OracleRun) -> int:
+def compare_bindings(prediction: Prediction, oracle: OracleRun, only=None, by_file: bool = False) -> int:  # type: ignore[no-untyped-def]
     """Every relocation binding ld.so made, in every object of the process (libc and ld.so included),
-    must be the one the model predicted. Returns how many were compared."""
+    must be the one the model predicted (or those of the referrers `only` accepts). With `by_file`,
+    the definer is compared as a file rather than by the name it was opened under: a real process may
+    have reached the same file earlier through another path. Returns how many were compared."""
     compared = 0
     relocated: dict[str, set[bytes]] = {}
     for (referrer, symbol), (definer, version) in oracle.bindings.items():
+        if only is not None and not only(referrer):
+            continue
         if not os.path.isfile(referrer):
             continue  # linux-vdso.so.1: mapped by the kernel, not a file the loader opens
         if referrer not in relocated:
@@ -113,7 +133,9 @@ def compare_bindings(prediction: Prediction, oracle: OracleRun) -> int:
         predicted = prediction.binding(referrer, symbol)
         assert predicted is not None, f"model has no binding for {symbol} in {referrer}; ld.so bound it to {definer}"
         assert predicted.winner is not None, f"model left {symbol} in {referrer} unresolved; ld.so bound it to {definer}"
-        assert predicted.winner.object == definer, (
+        same = (os.path.realpath(predicted.winner.object) == os.path.realpath(definer)) if by_file \
+            else predicted.winner.object == definer
+        assert same, (
             f"{symbol} referenced by {referrer}: ld.so bound it to {definer}, model predicted {predicted.winner.object}"
         )
         assert predicted.version == version, f"{symbol} in {referrer}: ld.so looked up version {version}"

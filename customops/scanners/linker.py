@@ -35,6 +35,7 @@ from customops.scanners.elf import (
     SHN_UNDEF,
     STB_GLOBAL,
     STB_GNU_UNIQUE,
+    STB_LOCAL,
     STB_WEAK,
     STT_COMMON,
     STT_FUNC,
@@ -674,7 +675,11 @@ class _Process:
             obj.relocated = True
             obj_lazy = lazy and not obj.info.binds_now
             symbols = obj.info.symbols
-            relocated = np.flatnonzero(symbols.reloc_class != RELOC_NONE)
+            # RESOLVE_MAP: a relocation against a local, hidden or internal symbol needs no lookup.
+            entries = symbols.entries
+            looked_up = ((symbols.reloc_class != RELOC_NONE) & ((entries["st_info"] >> 4) != STB_LOCAL)
+                         & ~np.isin(entries["st_other"] & 3, (STV_HIDDEN, STV_INTERNAL)))
+            relocated = np.flatnonzero(looked_up)
             if not len(relocated):
                 continue
             relocated = relocated[np.argsort(symbols.reloc_first[relocated], kind="stable")]
