@@ -63,7 +63,7 @@ def test_tf_load_op_library_of_a_published_op_library_loads_and_binds_as_predict
     assert real.returncode == 0, real.stderr[-2000:]
     compared = compare_bindings(prediction, real, only=lambda referrer: referrer == str(op), by_file=True)
     assert compared > 1000
-    to_framework = sum(1 for b in prediction.bindings.values()
+    to_framework = sum(1 for b in prediction.bindings()
                        if b.referrer == str(op) and b.winner and b.winner.object.endswith("libtensorflow_framework.so.2"))
     assert to_framework > 5000  # the framework's copies of its compiled-in protobuf classes win
 

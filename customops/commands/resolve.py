@@ -8,7 +8,12 @@ import os
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from customops.errors import CustomopsError
+
+if TYPE_CHECKING:
+    from customops.scanners.linker import Dlopen
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
 
@@ -38,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def parse_dlopen(value: str, target_path) -> "Dlopen":  # type: ignore[no-untyped-def]  # noqa: UP037
+def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-def]
     from customops.scanners.linker import Dlopen
 
     path, flags = value, set()
@@ -81,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     linker = Linker(target, ElfReader(args.cache_dir, use_cache=not args.no_cache))
     prediction = linker.run(Scenario(executable, environment, tuple(steps)))
     if args.format == "json":
-        json.dump(prediction_record(prediction, target), sys.stdout, indent=2)
+        sys.stdout.write(json.dumps(prediction_record(prediction, target)))
         sys.stdout.write("\n")
     else:
         render_prediction(prediction, target)

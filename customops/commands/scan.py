@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     with_symbols = args.symbols or bool(args.filter)
     records = [scan_record(info, with_symbols, args.filter, args.defined_only, args.undefined_only) for info in infos]
     if args.format == "json":
-        json.dump({"schema": SCAN_SCHEMA, "files": records}, sys.stdout, indent=2)
+        sys.stdout.write(json.dumps({"schema": SCAN_SCHEMA, "files": records}))
         sys.stdout.write("\n")
     else:
         from customops.report.scan import render_scan

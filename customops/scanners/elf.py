@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import itemgetter
 
 import numpy as np
 
@@ -254,6 +255,33 @@ def _bit_names(value: int, names: dict[int, str]) -> tuple[str, ...]:
     return tuple(name for bit, name in names.items() if value & bit)
 
 
+def gather(items: list, indices: list[int]) -> list:  # type: ignore[type-arg]
+    """[items[i] for i in indices], at C speed."""
+    if not indices:
+        return []
+    if len(indices) == 1:
+        return [items[indices[0]]]
+    return list(itemgetter(*indices)(items))
+
+
+def gnu_hashes(names: list[bytes]) -> np.ndarray:
+    """dl_new_hash of many names at once: one numpy step per character position."""
+    if not names:
+        return np.empty(0, dtype=np.uint32)
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    data = np.frombuffer(b"".join(names), dtype=np.uint8)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    h = np.full(len(names), 5381, dtype=np.uint32)
+    order = np.argsort(-lengths, kind="stable")  # longest first: the active set is always a prefix
+    sorted_len, sorted_start = lengths[order], starts[order]
+    hs = h[order]
+    for position in range(int(sorted_len[0]) if len(sorted_len) else 0):
+        active = int(np.searchsorted(-sorted_len, -position, side="left"))
+        hs[:active] = hs[:active] * np.uint32(33) + data[sorted_start[:active] + position]
+    h[order] = hs
+    return h
+
+
 def gnu_hash(name: bytes) -> int:
     """dl_new_hash: the DT_GNU_HASH function."""
     h = 5381
@@ -329,11 +357,32 @@ class SymbolTable:
         end = start + len(name)
         return end < self._strtab_end and self._data[start:end] == name and self._data[end] == 0
 
-    def lookup(self, name: bytes, gnu: int, sysv: int) -> Iterator[int]:
+    def lookup(self, name: bytes, gnu: int | None = None, sysv: int | None = None) -> Iterator[int]:
         """Indices of the symbols named `name`, in the order ld.so's hash walk meets them."""
         if self._hash is None:
             return iter(())
+        if self._hash.kind == "gnu":
+            gnu, sysv = gnu_hash(name) if gnu is None else gnu, 0
+        else:
+            gnu, sysv = 0, sysv_hash(name) if sysv is None else sysv
         return (i for i in self._hash.candidates(gnu, sysv) if self.name_equals(i, name))
+
+    @cached_property
+    def hash_halves(self) -> np.ndarray:
+        """Each symbol's GNU hash without its low bit: read from DT_GNU_HASH's chain for the symbols the
+        table holds (the low bit there marks a chain's end), computed from the name for the others.
+        Comparing these finds which objects may export a name without building a single name."""
+        halves = np.zeros(self.count, dtype=np.uint32)
+        start = 1
+        if self._hash is not None and self._hash.kind == "gnu":
+            so = self._hash.symoffset
+            halves[so:] = self._hash.chain_array >> 1
+            start, end = 1, so
+        else:
+            end = self.count
+        missing = np.arange(start, end)
+        halves[missing] = gnu_hashes(self.names(missing)) >> 1
+        return halves
 
     @property
     def uses_gnu_hash(self) -> bool:
@@ -390,83 +439,120 @@ class SymbolTable:
         return int(np.count_nonzero(self.undefined_mask))
 
     def names(self, indices: np.ndarray | list[int]) -> list[bytes]:
-        data, base, end = self._data, self._strtab_offset, self._strtab_end
-        out = []
-        for off in self.entries["st_name"][indices].tolist():
-            start = base + off
-            stop = data.find(b"\0", start, end) if start < end else -1
-            if stop < 0:
-                raise ElfError(self.path, f"string offset {off} is past the end of the string table")
-            out.append(bytes(data[start:stop]))
+        """Names of the given symbols, sliced from one copy of the string table (vectorised ends)."""
+        offsets = self.entries["st_name"][np.asarray(indices, dtype=np.intp)].astype(np.int64)
+        if not len(offsets):
+            return []
+        strtab, nuls = self._strtab_and_nuls
+        if int(offsets.max()) >= len(strtab):
+            raise ElfError(self.path, f"string offset {int(offsets.max())} is past the end of the string table")
+        where = np.searchsorted(nuls, offsets)
+        if int(where.max()) >= len(nuls):
+            raise ElfError(self.path, "string table is not NUL-terminated")
+        ends = nuls[where]
+        return [strtab[a:b] for a, b in zip(offsets.tolist(), ends.tolist(), strict=True)]
+
+    @cached_property
+    def all_names(self) -> list[bytes]:
+        """Every symbol's name. The string table is split once (C speed); a name that starts inside another
+        string (the linker merges common tails) is sliced on its own."""
+        if not self.count:
+            return []
+        strtab, nuls = self._strtab_and_nuls
+        offsets = self.entries["st_name"].astype(np.int64)
+        if int(offsets.max()) >= len(strtab) or not len(nuls) or int(offsets.max()) > int(nuls[-1]):
+            return self.names(np.arange(self.count))  # reports the damage precisely
+        pieces = strtab.split(b"\0")
+        starts = np.concatenate(([0], nuls + 1))
+        which = np.searchsorted(starts, offsets, side="right") - 1
+        exact = starts[which] == offsets
+        out = gather(pieces, which.tolist())
+        for i in np.flatnonzero(~exact).tolist():
+            start = int(offsets[i])
+            out[i] = strtab[start:int(nuls[which[i]])]
         return out
+
+    @cached_property
+    def _strtab_and_nuls(self) -> tuple[bytes, np.ndarray]:
+        strtab = bytes(self._data[self._strtab_offset:self._strtab_end])
+        return strtab, np.flatnonzero(np.frombuffer(strtab, dtype=np.uint8) == 0)
+
+    @cached_property
+    def fields(self) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int] | None]:
+        """st_info, st_other, st_shndx, st_value, st_size and versym as Python lists: per-symbol access
+        from numpy scalars costs ~1 µs each, which the linker model would pay millions of times."""
+        e = self.entries
+        return (e["st_info"].tolist(), e["st_other"].tolist(), e["st_shndx"].tolist(), e["st_value"].tolist(),
+                e["st_size"].tolist(), None if self.versym is None else self.versym.tolist())
 
 
 class _HashTable:
-    """DT_GNU_HASH (preferred by ld.so when present) or DT_HASH, walked exactly as do_lookup_x does."""
+    """DT_GNU_HASH (preferred by ld.so when present) or DT_HASH, walked exactly as do_lookup_x does.
+    Arrays stay numpy views over the file; Python lists for the walk are made on first use."""
 
-    def __init__(self, kind: str, nbuckets: int, candidates) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, kind: str, nbuckets: int, symoffset: int, buckets: np.ndarray, chain: np.ndarray,
+                 bloom: np.ndarray | None = None, shift: int = 0, word_bits: int = 64) -> None:
         self.kind = kind
         self.nbuckets = nbuckets
-        self.candidates = candidates
+        self.symoffset = symoffset
+        self.buckets_array = buckets
+        self.chain_array = chain
+        self.bloom_array = bloom
+        self.shift = shift
+        self.word_bits = word_bits
+
+    @cached_property
+    def _lists(self) -> tuple[list[int], list[int], list[int]]:
+        bloom = [] if self.bloom_array is None else self.bloom_array.tolist()
+        return self.buckets_array.tolist(), self.chain_array.tolist(), bloom
 
     @classmethod
     def open(cls, data, layout: TableLayout, elf_class: int, endian: str, machine: int, count: int):  # type: ignore[no-untyped-def]
         if layout.gnu_hash_offset is not None:
-            return cls._gnu(data, layout.gnu_hash_offset, elf_class, endian, count)
+            off = layout.gnu_hash_offset
+            nbuckets, symoffset, nwords, shift = np.frombuffer(data, endian + "u4", 4, off).tolist()
+            bloom = np.frombuffer(data, endian + ("u8" if elf_class == 64 else "u4"), nwords, off + 16)
+            boff = off + 16 + nwords * (elf_class // 8)
+            buckets = np.frombuffer(data, endian + "u4", nbuckets, boff)
+            chain = np.frombuffer(data, endian + "u4", max(count - symoffset, 0), boff + 4 * nbuckets)
+            return cls("gnu", nbuckets, symoffset, buckets, chain, bloom, shift, elf_class)
         if layout.sysv_hash_offset is not None:
+            off = layout.sysv_hash_offset
             wide = elf_class == 64 and machine in WIDE_SYSV_HASH_MACHINES
-            return cls._sysv(data, layout.sysv_hash_offset, endian, wide, count)
+            word, size = endian + ("u8" if wide else "u4"), 8 if wide else 4
+            nbucket, nchain = np.frombuffer(data, word, 2, off).tolist()
+            buckets = np.frombuffer(data, word, nbucket, off + 2 * size)
+            chain = np.frombuffer(data, word, min(nchain, count), off + (2 + nbucket) * size)
+            return cls("sysv", nbucket, 0, buckets, chain)
         return None
 
-    @classmethod
-    def _gnu(cls, data, off: int, elf_class: int, endian: str, count: int):  # type: ignore[no-untyped-def]
-        nbuckets, symoffset, nwords, shift = np.frombuffer(data, endian + "u4", 4, off).tolist()
-        word_bits = elf_class
-        bloom = np.frombuffer(data, endian + ("u8" if elf_class == 64 else "u4"), nwords, off + 16).tolist()
-        boff = off + 16 + nwords * (word_bits // 8)
-        buckets = np.frombuffer(data, endian + "u4", nbuckets, boff).tolist()
-        nchain = max(count - symoffset, 0)
-        chain = np.frombuffer(data, endian + "u4", nchain, boff + 4 * nbuckets).tolist()
-        mask = nwords - 1
-
-        def candidates(h: int, _sysv: int) -> Iterator[int]:
-            if not nbuckets or not nwords:
-                return
-            word = bloom[(h // word_bits) & mask]
-            if not ((word >> (h % word_bits)) & (word >> ((h >> shift) % word_bits)) & 1):
-                return
-            i = buckets[h % nbuckets]
-            if i == 0 or i < symoffset:
-                return
-            while i - symoffset < nchain:
-                value = chain[i - symoffset]
-                if (value ^ h) >> 1 == 0:
-                    yield i
-                if value & 1:
-                    return
-                i += 1
-
-        return cls("gnu", nbuckets, candidates)
-
-    @classmethod
-    def _sysv(cls, data, off: int, endian: str, wide: bool, count: int):  # type: ignore[no-untyped-def]
-        word = endian + ("u8" if wide else "u4")
-        size = 8 if wide else 4
-        nbucket, nchain = np.frombuffer(data, word, 2, off).tolist()
-        buckets = np.frombuffer(data, word, nbucket, off + 2 * size).tolist()
-        chain = np.frombuffer(data, word, nchain, off + (2 + nbucket) * size).tolist()
-
-        def candidates(_gnu: int, h: int) -> Iterator[int]:
-            if not nbucket:
-                return
-            i = buckets[h % nbucket]
-            seen = 0
-            while i != 0 and i < nchain and i < count and seen <= nchain:
+    def candidates(self, gnu: int, sysv: int) -> Iterator[int]:
+        if not self.nbuckets:
+            return
+        buckets, chain, bloom = self._lists
+        if self.kind == "sysv":
+            i, seen = buckets[sysv % self.nbuckets], 0
+            while i != 0 and i < len(chain) and seen <= len(chain):
                 yield i
                 i = chain[i]
                 seen += 1
-
-        return cls("sysv", nbucket, candidates)
+            return
+        if not bloom:
+            return
+        bits = self.word_bits
+        word = bloom[(gnu // bits) & (len(bloom) - 1)]
+        if not ((word >> (gnu % bits)) & (word >> ((gnu >> self.shift) % bits)) & 1):
+            return
+        i = buckets[gnu % self.nbuckets]
+        if i == 0 or i < self.symoffset:
+            return
+        while i - self.symoffset < len(chain):
+            value = chain[i - self.symoffset]
+            if (value ^ gnu) >> 1 == 0:
+                yield i
+            if value & 1:
+                return
+            i += 1
 
 
 def _sym_dtype(elf_class: int, endian: str) -> np.dtype:
