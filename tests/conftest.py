@@ -11,11 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fixtures.build import build, toolchain_available  # noqa: E402
-
 from customops.scanners.elfcache import ElfReader  # noqa: E402
 from customops.scanners.linker import Linker  # noqa: E402
 from customops.scanners.target import live_target  # noqa: E402
+from fixtures.build import build, toolchain_available  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -132,7 +132,7 @@ def compare_bindings(prediction: Prediction, oracle: OracleRun, only=None, by_fi
             continue
         predicted = prediction.binding(referrer, symbol)
         assert predicted is not None, f"model has no binding for {symbol} in {referrer}; ld.so bound it to {definer}"
-        assert predicted.winner is not None, f"model left {symbol} in {referrer} unresolved; ld.so bound it to {definer}"
+        assert predicted.winner is not None, f"model left {symbol} in {referrer} unresolved; ld.so used {definer}"
         same = (os.path.realpath(predicted.winner.object) == os.path.realpath(definer)) if by_file \
             else predicted.winner.object == definer
         assert same, (

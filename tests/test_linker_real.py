@@ -63,8 +63,9 @@ def test_tf_load_op_library_of_a_published_op_library_loads_and_binds_as_predict
     assert real.returncode == 0, real.stderr[-2000:]
     compared = compare_bindings(prediction, real, only=lambda referrer: referrer == str(op), by_file=True)
     assert compared > 1000
+    framework = "libtensorflow_framework.so.2"
     to_framework = sum(1 for b in prediction.bindings()
-                       if b.referrer == str(op) and b.winner and b.winner.object.endswith("libtensorflow_framework.so.2"))
+                       if b.referrer == str(op) and b.winner and b.winner.object.endswith(framework))
     assert to_framework > 5000  # the framework's copies of its compiled-in protobuf classes win
 
 
@@ -77,4 +78,5 @@ def test_an_op_library_outside_its_framework_fails_exactly_as_predicted(linker):
                           env={**os.environ, **ENV})
     assert real.returncode != 0
     assert real.stderr.strip().splitlines()[-1] == f"OSError: {predicted.message}"
-    assert predicted.message == "libtensorflow_framework.so.2: cannot open shared object file: No such file or directory"
+    assert predicted.message == \
+        "libtensorflow_framework.so.2: cannot open shared object file: No such file or directory"

@@ -49,6 +49,7 @@ def test_a_nodlopen_library_cannot_be_dlopened(linker, loader, tree):
     lib = f"{tree}/b/libnoopen.so"
     prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib),)))
     assert oracle.error_of(lib) == f"{lib}: shared object cannot be dlopen()ed"
+    assert prediction.outcomes[-1].status == "failed"
 
 
 def test_breadth_first_order_lets_a_sibling_win_over_a_dependency(linker, loader, tree):

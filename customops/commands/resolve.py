@@ -7,7 +7,6 @@ import json
 import os
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError

@@ -104,7 +104,8 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
                               "not found; paths considered, in order:")
                 for i, (path, source, result, subdirs) in enumerate(_collapse(search.attempts), 1):
                     extra = f", and {subdirs} hwcaps subdirectories before it" if subdirs else ""
-                    console.print(f"           {i}. {escape(path)}  [dim]({escape(source)}: {escape(result)}{extra})[/]")
+                    console.print(f"           {i}. {escape(path)}  "
+                                  f"[dim]({escape(source)}: {escape(result)}{extra})[/]")
         for binding in outcome.unresolved:
             console.print(f"         [red]undefined[/] {escape(demangle(binding.symbol))}"
                           f"{', version ' + binding.version if binding.version else ''} "
@@ -115,12 +116,10 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
     if prediction.exit_message:
         console.print(f"[bold red]the process dies:[/] {escape(prediction.exit_message)}")
     console.print(f"global scope: {escape(' '.join(prediction.global_scope))}")
-    shown = 0
-    for binding in notable_interpositions(prediction, target):
+    for shown, binding in enumerate(notable_interpositions(prediction, target)):
         if shown == 20:
             console.print("  ... (use --format json for all)")
             break
         losers = ", ".join(d.object for d in binding.losers)
         console.print(f"  interposed: {escape(demangle(binding.symbol))} -> {escape(binding.winner.object)} "
                       f"(over {escape(losers)}; referenced by {escape(binding.referrer)})")
-        shown += 1

@@ -54,7 +54,7 @@ def parse_ld_cache(data: bytes, path: str = "/etc/ld.so.cache") -> LdCache:
         raise InputError(path, "not an ld.so cache (bad magic)")
     if len(data) < start + _HEADER.size:
         raise InputError(path, "truncated ld.so cache header")
-    _magic, nlibs, len_strings, _flags, _pad, _ext, _unused = _HEADER.unpack_from(data, start)
+    _magic, nlibs, _len_strings, _flags, _pad, _ext, _unused = _HEADER.unpack_from(data, start)
     table = start + _HEADER.size
     if nlibs > (len(data) - table) // _ENTRY.size:
         raise InputError(path, f"ld.so cache claims {nlibs} entries, more than the file holds")

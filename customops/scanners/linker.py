@@ -628,7 +628,8 @@ class _Process:
         return Search(name, loader.name or self.progname, tuple(attempts), found, error), found
 
     def _verify(self, path: str) -> tuple[str, str]:
-        """open_verify: is this candidate loadable here? ("ok" | "absent" | "other-class" | "other-machine" | "fatal")."""
+        """open_verify: is this candidate loadable here?
+        ("ok" | "absent" | "other-class" | "other-machine" | "fatal", and the reason)."""
         host = self._host(path)
         if host is None or os.path.isdir(host):
             return "absent", "not found"
@@ -731,7 +732,7 @@ class _Process:
             rest = np.flatnonzero(~bulk)
             indices = relocated[rest]
             names = symbols.names(indices)
-            self._hashes.update(zip(names, gnu_hashes(names).tolist()))
+            self._hashes.update(zip(names, gnu_hashes(names).tolist(), strict=True))
             classes = symbols.reloc_class[indices].tolist()
             maybe = [(o, found[rest].tolist()) for o, found in exporters]
             scope_key = self._scope_key(obj)

@@ -208,7 +208,8 @@ def _read_conf(root: str) -> tuple[str, ...]:
             return
         seen.add(host)
         try:
-            lines = open(host, encoding="utf-8", errors="replace").read().splitlines()
+            with open(host, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
         except OSError:
             return
         for line in lines:
