@@ -17,6 +17,7 @@ from customops.scanners.elf import (
     VISIBILITY_NAMES,
     ElfInfo,
 )
+from customops.scanners.elfcache import ElfReader
 
 SCAN_SCHEMA = "customops.scan/1"
 _VERSION_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*)_(?P<number>\d+(?:\.\d+)*)$")
@@ -54,16 +55,17 @@ def version_maxima(info: ElfInfo) -> dict[str, str]:
 
 def cxx_abi(info: ElfInfo) -> CxxAbi:
     symbols = info.symbols
-    counts = {}
-    for label, mask in (("defined", symbols.defined_mask), ("undefined", symbols.undefined_mask)):
-        names = symbols.names(np.flatnonzero(mask))
-        new = sum(1 for n in names if b"__cxx11" in n or b"B5cxx11" in n)
-        # The old ABI's std::string is the substitution `Ss`; only a demangler can tell it from an identifier.
-        old = sum(1 for n in names if b"Ss" in n and n.startswith(b"_Z") and _is_old_string(n))
-        counts[label] = (new, old)
-    new = counts["defined"][0] + counts["undefined"][0]
-    old = counts["defined"][1] + counts["undefined"][1]
-    flavour = "both" if new and old else "cxx11" if new else "pre-cxx11" if old else "none"
+    new = symbols.names_containing(b"__cxx11") | symbols.names_containing(b"B5cxx11")
+    # The old ABI's std::string is the substitution `Ss`; only a demangler can tell it from an identifier.
+    maybe_old = np.flatnonzero(symbols.names_containing(b"Ss"))
+    old = np.zeros(symbols.count, dtype=bool)
+    for i, name in zip(maybe_old.tolist(), symbols.names(maybe_old), strict=True):
+        old[i] = name.startswith(b"_Z") and _is_old_string(name)
+    counts = {label: (int(np.count_nonzero(new & mask)), int(np.count_nonzero(old & mask)))
+              for label, mask in (("defined", symbols.defined_mask), ("undefined", symbols.undefined_mask))}
+    has_new = counts["defined"][0] + counts["undefined"][0]
+    has_old = counts["defined"][1] + counts["undefined"][1]
+    flavour = "both" if has_new and has_old else "cxx11" if has_new else "pre-cxx11" if has_old else "none"
     return CxxAbi(flavour, counts["defined"][0], counts["defined"][1], counts["undefined"][0], counts["undefined"][1])
 
 
@@ -75,8 +77,9 @@ def _is_old_string(name: bytes) -> bool:
 
 
 def scan_record(info: ElfInfo, with_symbols: bool = False, symbol_filter: str | None = None,
-                defined_only: bool = False, undefined_only: bool = False) -> dict:
+                defined_only: bool = False, undefined_only: bool = False, reader: ElfReader | None = None) -> dict:
     """The JSON shape of one file (schema customops.scan/1, customops/schemas/scan-1.json)."""
+    abi = reader.facts(info, "cxx-abi", lambda i: cxx_abi(i).__dict__) if reader else cxx_abi(info).__dict__
     record = {
         "path": info.path,
         "class": info.elf_class,
@@ -100,7 +103,7 @@ def scan_record(info: ElfInfo, with_symbols: bool = False, symbol_filter: str | 
         "weak_version_needs": {n.file: [v.name for v in n.versions if v.is_weak] for n in info.version_needs
                                if any(v.is_weak for v in n.versions)},
         "version_maxima": version_maxima(info),
-        "cxx_abi": cxx_abi(info).__dict__,
+        "cxx_abi": abi,
         "has_symtab": info.has_symtab,
         "has_section_headers": info.has_section_headers,
     }

@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     infos = [reader.read(path) for path in args.files]  # bad input raises ElfError -> exit 2
     with_symbols = args.symbols or bool(args.filter)
-    records = [scan_record(info, with_symbols, args.filter, args.defined_only, args.undefined_only) for info in infos]
+    records = [scan_record(info, with_symbols, args.filter, args.defined_only, args.undefined_only, reader)
+               for info in infos]
     if args.format == "json":
         sys.stdout.write(json.dumps({"schema": SCAN_SCHEMA, "files": records}))
         sys.stdout.write("\n")

@@ -472,6 +472,32 @@ class SymbolTable:
             out[i] = strtab[start:int(nuls[which[i]])]
         return out
 
+    def names_containing(self, pattern: bytes) -> np.ndarray:
+        """Mask of the symbols whose name contains `pattern`: the pattern is found once in the string table,
+        and each occurrence is matched to the name spans that cover it (no name is built)."""
+        import re
+
+        strtab, _nuls = self._strtab_and_nuls
+        mask = np.zeros(self.count, dtype=bool)
+        found = np.fromiter((m.start() for m in re.finditer(re.escape(pattern), strtab)), dtype=np.int64)
+        starts, ends, valid = self._name_spans
+        if not len(found) or not valid.any():
+            return mask
+        last_start = ends[valid] - len(pattern)  # an occurrence must start at or before this
+        mask[valid] = (np.searchsorted(found, last_start, side="right")
+                       > np.searchsorted(found, starts[valid], side="left"))
+        return mask
+
+    @cached_property
+    def _name_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Start and end (the terminating NUL) of every name in the string table, and which are in range."""
+        _strtab, nuls = self._strtab_and_nuls
+        starts = self.entries["st_name"].astype(np.int64)
+        valid = starts < (int(nuls[-1]) if len(nuls) else 0)
+        ends = np.full(self.count, -1, dtype=np.int64)
+        ends[valid] = nuls[np.searchsorted(nuls, starts[valid])]
+        return starts, ends, valid
+
     @cached_property
     def _strtab_and_nuls(self) -> tuple[bytes, np.ndarray]:
         strtab = bytes(self._data[self._strtab_offset:self._strtab_end])

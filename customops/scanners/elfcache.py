@@ -14,6 +14,7 @@ import json
 import os
 import struct
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 
@@ -49,6 +50,7 @@ class ElfReader:
     def __init__(self, cache_dir: Path | None = None, use_cache: bool = True) -> None:
         self.cache_dir = (cache_dir or default_cache_dir()) if use_cache else None
         self._memo: dict[FileIdentity, ElfInfo] = {}
+        self._facts: dict[tuple[FileIdentity, str], dict] = {}
         self.hits = 0
         self.misses = 0
 
@@ -69,6 +71,27 @@ class ElfReader:
         self._memo[identity] = info
         return info
 
+    def facts(self, info: ElfInfo, name: str, compute: Callable[[ElfInfo], dict]) -> dict:
+        """Derived facts about a file (JSON-able), computed once per change on disk, cached beside its entry."""
+        key = (info.identity, name)
+        if key in self._facts:
+            return self._facts[key]
+        path = self._entry_path(info.identity).with_suffix(f".{name}") if self.cache_dir else None
+        value = None
+        if path is not None:
+            try:
+                stored = json.loads(path.read_bytes())
+                if stored.get("format") == FORMAT.hex():
+                    value = stored["value"]
+            except (OSError, ValueError, AttributeError, KeyError):
+                value = None
+        if value is None:
+            value = compute(info)
+            if path is not None:
+                _write_atomically(path, json.dumps({"format": FORMAT.hex(), "value": value}).encode())
+        self._facts[key] = value
+        return value
+
     # -- disk ------------------------------------------------------------------------------
     def _entry_path(self, identity: FileIdentity) -> Path:
         assert self.cache_dir is not None
@@ -88,19 +111,23 @@ class ElfReader:
             return None
 
     def _store(self, info: ElfInfo) -> None:
-        target = self._entry_path(info.identity)
+        _write_atomically(self._entry_path(info.identity), _encode_entry(info))
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """Write to a temporary file and rename it into place: readers see the old entry or the new one."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(_encode_entry(info))
-                os.replace(tmp, target)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-        except OSError:
-            pass  # read-only or full cache directory: correct results, just slower
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # read-only or full cache directory: correct results, just slower
 
 
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
