@@ -97,16 +97,14 @@ def scan_rows(files: list[str], runs: int) -> list[dict]:
 
 
 def resolve_rows(libraries: list[str], runs: int) -> list[dict]:
-    """Resolve a library with all its dependencies vs nm over exactly the files the model loaded."""
-    from customops.scanners.elfcache import ElfReader
-    from customops.scanners.linker import Dlopen, Linker, Scenario
-    from customops.scanners.target import live_target
-
+    """Resolve a library with all its dependencies vs nm over exactly the files the model loaded. The file
+    list comes from a child process: this process stays small, since a forked child's peak RSS counts the
+    parent's pages from before exec."""
     rows = []
     for lib in libraries:
-        prediction = Linker(live_target(), ElfReader(use_cache=False)).run(
-            Scenario("/usr/bin/true", steps=(Dlopen(lib),)))
-        files = [o.path for o in prediction.objects]
+        listing = subprocess.run([*CUSTOMOPS, "resolve", "--no-cache", "--format", "json", "--dlopen", lib],
+                                 capture_output=True, text=True, cwd=ROOT)
+        files = [os.path.realpath(o["name"]) for o in json.loads(listing.stdout)["objects"]]
         warm_page_cache(files)
         cache = tempfile.mkdtemp(prefix="customops-bench-")
         fresh = partial(shutil.rmtree, cache, ignore_errors=True)
