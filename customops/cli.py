@@ -14,7 +14,7 @@ from importlib import import_module
 from customops import __version__
 from customops.errors import CustomopsError
 
-SUBCOMMANDS = ("scan", "resolve")
+SUBCOMMANDS = ("check", "explain", "scan", "resolve", "profile")
 EXIT_INTERNAL = 3
 
 

@@ -33,6 +33,19 @@ class LinkerTarget:
     cache: LdCache | None
     conf_dirs: tuple[str, ...] = ()  # from ld.so.conf, used only when there is no cache
     assumptions: tuple[str, ...] = field(default=())
+    mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory), like docker -v
+
+    def with_mounts(self, mounts: tuple[tuple[str, str], ...]) -> LinkerTarget:
+        from dataclasses import replace
+
+        return replace(self, mounts=tuple(sorted(mounts, key=lambda m: -len(m[0]))))
+
+    def _mounted(self, path: str) -> str | None:
+        """The host path of a target path under a mount (the longest container prefix wins)."""
+        for container_dir, host_dir in self.mounts:
+            if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
+                return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
+        return None
 
     @property
     def is_live(self) -> bool:
@@ -41,6 +54,9 @@ class LinkerTarget:
     # -- paths inside the target -------------------------------------------------------------
     def host_path(self, path: str) -> str | None:
         """Where a target path lies on this machine, following symlinks inside the root; None if absent."""
+        mounted = self._mounted(path)
+        if mounted is not None:
+            return mounted if os.path.exists(mounted) else None
         if self.is_live:
             return path if os.path.exists(path) else None
         resolved = self.resolve(path)
@@ -48,6 +64,9 @@ class LinkerTarget:
 
     def resolve(self, path: str) -> str | None:
         """The real path inside the target (symlinks resolved against the root), or None."""
+        mounted = self._mounted(path)
+        if mounted is not None:
+            return path if os.path.exists(mounted) else None
         if self.is_live:
             try:
                 return os.path.realpath(path, strict=True)

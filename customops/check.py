@@ -1,0 +1,133 @@
+"""`customops check`: repository + manifest + container -> load plan -> linker model -> findings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from customops.container import Container
+from customops.findings import Finding, sort_key, suppressed
+from customops.loaders import backend, host, onnxruntime, pytorch, tensorflow, tensorrt
+from customops.manifest import Manifest
+from customops.plan import Context, LoaderResult, LoadPlan, LoadStep, merge
+from customops.repository import Model, read_repository
+from customops.scanners.elfcache import ElfReader
+from customops.scanners.linker import Dlopen, Environment, Linker, Prediction, Scenario
+
+FRAMEWORK_LOADERS = {"tensorflow": tensorflow, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrt": tensorrt}
+STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")
+
+
+@dataclass
+class CheckResult:
+    models: list[Model]
+    plan: LoadPlan
+    prediction: Prediction | None
+    findings: list[Finding]
+    suppressed: list[Finding]
+    container: Container
+    notes: list[str] = field(default_factory=list)
+    step_outcomes: list[tuple[LoadStep, object]] = field(default_factory=list)
+
+
+def run_check(repositories: list[str], manifest: Manifest, container: Container, mounts: tuple[tuple[str, str], ...],
+              config_name: str | None = None, only_models: set[str] | None = None,
+              reader: ElfReader | None = None, extra_preload: str | None = None) -> CheckResult:
+    reader = reader or ElfReader()
+    if container.target is not None:  # the repository is visible inside the container where it is mounted
+        container = replace(container, target=container.target.with_mounts(mounts))
+    models = [m for repo in repositories for m in read_repository(repo, config_name, only_models)]
+    ctx = Context(container, manifest, mounts)
+    plan, findings = build_plan(models, ctx)
+    notes: list[str] = []
+    prediction = None
+    step_outcomes: list[tuple[LoadStep, object]] = []
+    if container.target is not None:
+        target = container.target
+        executable = container.server
+        if executable is None:
+            executable = next((h for h in STAND_IN_HOSTS if target.host_path(h)), None)
+            notes.append(f"no {'/opt/tritonserver/bin/tritonserver'} in the target: the global scope is modelled with "
+                         f"{executable} as the host program")
+        if executable is not None:
+            scenario = scenario_for(plan, executable, ctx, extra_preload)
+            prediction = Linker(target, reader).run(scenario)
+            step_outcomes = pair_outcomes(plan, prediction)
+            from customops.rules import run_rules
+
+            findings += run_rules(plan, prediction, step_outcomes, ctx, reader)
+        notes += [f"assumed: {a}" for a in target.assumptions]
+    else:
+        notes += [f"not checked: {m}" for m in container.facts.missing]
+        from customops.rules import run_fact_rules
+
+        findings += run_fact_rules(plan, ctx, reader)
+    kept = [f for f in findings if not suppressed(f, manifest.ignore)]
+    dropped = [f for f in findings if suppressed(f, manifest.ignore)]
+    return CheckResult(models, plan, prediction, sorted(kept, key=sort_key), dropped, container, notes, step_outcomes)
+
+
+def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding]]:
+    findings: list[Finding] = []
+    for model in models:
+        for problem in model.problems:
+            findings.append(Finding(problem.code, problem.message, model=model.name, file=model.config_path,
+                                    line=problem.line, column=problem.column, predicted=problem.predicted or None))
+    results: list[LoaderResult] = [host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx),
+                                   tensorrt.process(ctx)]
+    loaded_libraries: set[str] = set()
+    for model in models:
+        if not model.loadable or not model.backend:
+            continue
+        library, _searched, problem = backend.library_for(model, ctx)
+        if problem is not None:
+            findings.append(problem)
+            continue
+        assert library is not None
+        first = library not in loaded_libraries
+        loaded_libraries.add(library)
+        results.append(backend.for_model(model, ctx, library, first))
+        loader = FRAMEWORK_LOADERS.get(model.backend)
+        if loader is not None:
+            results.append(loader.for_model(model, ctx, library, first))
+    plan = merge(results)
+    return plan, findings + list(plan.findings)
+
+
+def scenario_for(plan: LoadPlan, executable: str, ctx: Context, extra_preload: str | None = None) -> Scenario:
+    """The server process: LD_PRELOAD and LD_LIBRARY_PATH as launch sets them, then the dlopen steps."""
+    preload = ":".join(p for p in (extra_preload, plan.ld_preload) if p) or None
+    library_path = ":".join(plan.library_path) or None
+    env = Environment(library_path=library_path, preload=preload, cwd=ctx.server_cwd)
+    steps = tuple(Dlopen(s.path, lazy=s.lazy, calls=s.entry_points, caller=s.caller,
+                         label=f"{s.model or ''}:{s.purpose}") for s in plan.dlopens)
+    return Scenario(executable, env, steps)
+
+
+def pair_outcomes(plan: LoadPlan, prediction: Prediction) -> list[tuple[LoadStep, object]]:
+    """Each plan step with the model's outcome for it (preloads first, then dlopens, in order)."""
+    pairs: list[tuple[LoadStep, object]] = []
+    preload_outcomes = [o for o in prediction.outcomes if o.kind == "preload"]
+    dlopen_outcomes = [o for o in prediction.outcomes if o.kind == "dlopen"]
+    for step, outcome in zip(plan.preloads, preload_outcomes, strict=False):
+        pairs.append((step, outcome))
+    for step, outcome in zip(plan.dlopens, dlopen_outcomes, strict=False):
+        pairs.append((step, outcome))
+    return pairs
+
+
+def default_mounts(repositories: list[str], container: Container, container_repository: str = "/models"
+                   ) -> tuple[tuple[str, str], ...]:
+    """A repository from outside the container root is mounted where Triton is told to find it."""
+    mounts = []
+    for repo in repositories:
+        repo = os.path.abspath(repo)
+        target = container.target
+        if target is None or target.is_live:
+            continue
+        root = target.root.rstrip("/")
+        if repo.startswith(root + "/"):
+            continue
+        mounts.append((container_repository if len(repositories) == 1 else
+                       f"{container_repository}/{os.path.basename(repo)}", repo))
+    return tuple(mounts)

@@ -1,0 +1,208 @@
+"""The code table: every finding code, its default severity, and its explanation.
+
+One source for `customops explain CODE`, the SARIF rule metadata and the README's table. Codes are a
+public contract for CI users: a code's meaning never changes; new codes are added, none are reused.
+Each explanation follows one template: what it detects, why it matters (the runtime failure it
+predicts), how to fix it, and how to suppress it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Severity(IntEnum):
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (expected error, warning or info)") from None
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    severity: Severity
+    title: str
+    what: str
+    why: str
+    fix: str
+
+
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+_TABLE = (
+    Code("CO101", E, "config.pbtxt unreadable or invalid for the schema",
+         "The model's configuration cannot be read, or does not parse as Triton's ModelConfig protobuf text.",
+         "Triton refuses the model: `failed to read text proto from <path>`, and with the default "
+         "--exit-on-error the server does not start.",
+         "Fix the field named at the reported line and column (the schema is Triton's model_config.proto)."),
+    Code("CO102", E, "backend cannot be determined",
+         "Neither platform, backend, default_model_filename nor the files of the first version directory "
+         "say which backend serves the model, or platform and backend contradict each other.",
+         "Triton reports e.g. `Invalid model name: Could not determine backend for model ...` and the model "
+         "does not load.",
+         "Set `backend:` (or `platform:`) in config.pbtxt, or name the model file model.<backend>."),
+    Code("CO103", E, "no loadable version directory under the version policy",
+         "No numeric version directory (without a leading zero) matches the model's version policy.",
+         "Triton: `at least one version must be available under the version policy of model '<M>'`.",
+         "Add a version directory such as `1/`, or change version_policy."),
+    Code("CO104", W, "op library path is relative or bare",
+         "An op_library_filename (or a manifest path used as one) is not absolute.",
+         "Triton passes it to dlopen as written: a relative path is resolved against the server's working "
+         "directory, a bare name through the ld.so search, never against the model directory.",
+         "Use an absolute path inside the container (e.g. /models/<model>/ops/libfoo.so)."),
+    Code("CO105", W, "model_operations given for a backend that ignores it",
+         "model_operations.op_library_filename is set for a backend other than tensorflow or onnxruntime.",
+         "The library is silently never loaded; ops it registers are missing at inference.",
+         "Load PyTorch op libraries with [pytorch] ops and TensorRT plugins with [tensorrt] plugins in "
+         "customops.toml (customops launch then preloads or passes them)."),
+    Code("CO106", E, "manifest invalid",
+         "customops.toml has an unknown key, a wrong type, or a path that does not exist.",
+         "customops refuses to guess what should be loaded.",
+         "Fix the key named in the message; see the README for the manifest's shape."),
+    Code("CO201", E, "backend library not found",
+         "The backend library (libtriton_<backend>.so or the runtime field) exists in none of the places "
+         "Triton searches: <model>/<version>/, <model>/, <backend_dir>/<backend>/.",
+         "Triton: `unable to find backend library for backend '<B>'` and the model does not load.",
+         "Install the backend in the backend directory, or put the library in the model directory."),
+    Code("CO202", E, "required backend entry point missing",
+         "The backend library does not export TRITONBACKEND_ModelInstanceExecute with C linkage and "
+         "default visibility (Triton finds it with dlsym on its RTLD_LOCAL handle).",
+         "Triton: `unable to find required entrypoint 'TRITONBACKEND_ModelInstanceExecute' in shared library`.",
+         "Declare it extern \"C\" and export it (a version script exporting TRITONBACKEND_* is recommended)."),
+    Code("CO203", E, "framework backend absent from the container",
+         "The model needs a framework backend the container does not ship (e.g. tensorflow from 25.03 on).",
+         "Triton cannot load the model: `unable to find backend library for backend '<B>'`.",
+         "Use a container release that ships the backend, or convert the model."),
+    Code("CO301", E, "library file missing or unreadable",
+         "A library named in config.pbtxt, the manifest or the server arguments does not exist or cannot be "
+         "read.",
+         "dlopen fails with `cannot open shared object file`; for LD_PRELOAD ld.so only warns and the "
+         "server starts without it (ops then fail at inference, e.g. `Op type not registered`).",
+         "Fix the path, or mount the file into the container at that path."),
+    Code("CO302", E, "needed library not found",
+         "A DT_NEEDED dependency of a library is found nowhere the dynamic linker searches (every path "
+         "considered is listed in order).",
+         "`<lib>: cannot open shared object file: No such file or directory` at dlopen or at startup.",
+         "Ship the dependency next to the library with RUNPATH $ORIGIN, or add its directory to "
+         "LD_LIBRARY_PATH (customops launch does this for framework backends)."),
+    Code("CO303", E, "not a loadable ELF for this target",
+         "The file is not an ELF shared object of the container's class and machine (wrong ELF class, "
+         "another architecture, not ELF at all).",
+         "`wrong ELF class: ELFCLASS32`, `invalid ELF header`, or a misleading `No such file or directory`.",
+         "Build the library for the container's architecture."),
+    Code("CO304", E, "undefined symbol: fails at load",
+         "A symbol the library needs at load time (data, or any symbol under RTLD_NOW) is defined by no "
+         "object in its lookup scope.",
+         "dlopen fails: `<lib>: undefined symbol: <name>`; the model (or the server) does not load.",
+         "Link the library against the library that defines the symbol, or build it against the framework "
+         "version in the container."),
+    Code("CO305", W, "undefined function: fails at first call",
+         "A function the library calls through the PLT is defined nowhere, and the library is loaded lazily.",
+         "The process dies at the first call: `symbol lookup error: <lib>: undefined symbol: <name>` (exit 127).",
+         "As CO304."),
+    Code("CO306", E, "required symbol version not provided",
+         "The library needs a version node (GLIBC_x, GLIBCXX_x, CXXABI_x, ...) that the providing library in "
+         "the container does not define.",
+         "`<provider>: version `GLIBCXX_3.4.32' not found (required by <lib>)`.",
+         "Build inside the matching container (or against its glibc/libstdc++), or ship a newer libstdc++."),
+    Code("CO307", E, "LD_PRELOAD entry unusable",
+         "An LD_PRELOAD entry contains a space or a colon (ld.so splits on both), is relative, or is "
+         "ignored under secure-execution rules.",
+         "ld.so loads something else, or nothing, and only warns.",
+         "Use absolute paths without spaces or colons."),
+    Code("CO308", E, "ONNX Runtime op library does not export RegisterCustomOps",
+         "ONNX Runtime dlsym()s RegisterCustomOps after loading an op library; this one does not export it.",
+         "`Failed to get symbol RegisterCustomOps with error: ... undefined symbol: RegisterCustomOps`.",
+         "Export `OrtStatus* RegisterCustomOps(OrtSessionOptions*, const OrtApiBase*)` with C linkage."),
+    Code("CO401", W, "a preloaded library interposes definitions of other libraries",
+         "A library in the global scope (LD_PRELOAD) defines symbols that framework or system libraries "
+         "also define; the preloaded definitions win for every object in the process.",
+         "Silent behaviour changes or crashes far from the cause (e.g. a bundled protobuf, zlib or re2).",
+         "Hide the bundled copies (-fvisibility=hidden, a version script) or link them statically and "
+         "privately; load the library with dlopen(RTLD_LOCAL) instead of LD_PRELOAD where possible."),
+    Code("CO402", W, "the same strong symbol is defined by two libraries in one scope",
+         "Two custom libraries loaded into one lookup scope both define a strong symbol; the first in "
+         "scope order wins for both.",
+         "The losing library silently runs the winner's code.",
+         "Hide internal symbols, or rename them."),
+    Code("CO403", E, "object size differs between competing definitions",
+         "Competing definitions of a data object have different sizes; code compiled for one size runs "
+         "against the other.",
+         "Memory corruption.",
+         "Make sure both libraries use the same definition, or hide one."),
+    Code("CO404", I, "op library re-defines symbols of the framework library it links",
+         "The library exports copies of symbols its framework exports (e.g. compiled-in protobuf classes).",
+         "Which copy runs depends on scope order; usually the framework's, which is what is wanted.",
+         "Usually nothing; hide the copies to be sure."),
+    Code("CO405", W, "GNU_UNIQUE symbol merged across libraries meant to be isolated",
+         "STB_GNU_UNIQUE definitions are merged process-wide, across RTLD_LOCAL.",
+         "Libraries loaded separately share state (registries, singletons); the first loaded wins.",
+         "Build with -fno-gnu-unique, or hide the symbols."),
+    Code("CO406", E, "duplicate registration",
+         "Two libraries register the same TensorRT plugin creator, TF op, Torch namespace or ORT domain/op.",
+         "Depends on the framework: first wins, silent drop, or abort at load.",
+         "Load only one of the libraries, or rename the registrations."),
+    Code("CO407", W, "two different files with the same SONAME",
+         "Two different files that share a SONAME are both asked for; only the first loaded is ever used.",
+         "The second is silently replaced by the first: its symbols may be missing or different.",
+         "Load one copy, or give the libraries different SONAMEs."),
+    Code("CO501", E, "TensorRT major version mismatch",
+         "A TensorRT plugin library needs libnvinfer.so.N of another major version than the container's.",
+         "`libnvinfer.so.8: cannot open shared object file` or undefined TensorRT symbols.",
+         "Rebuild the plugin against the TensorRT version of the container release."),
+    Code("CO502", E, "CUDA runtime major version mismatch",
+         "The library needs a libcudart major version the container does not provide.",
+         "`libcudart.so.N: cannot open shared object file`.",
+         "Rebuild against the container's CUDA version."),
+    Code("CO503", W, "C++ string-ABI flavour mismatch",
+         "The library uses the pre-C++11 (or C++11) std::string ABI while the framework it links uses the "
+         "other one.",
+         "Undefined std::string symbols at load, or crashes passing strings across the boundary.",
+         "Build with the framework's _GLIBCXX_USE_CXX11_ABI value."),
+    Code("CO504", E, "framework ABI drift",
+         "Symbols the library imports from its framework are not provided by the container's framework "
+         "library: it was built against another version.",
+         "`undefined symbol: <framework symbol>` at load.",
+         "Rebuild against the framework version shipped in the container."),
+    Code("CO505", W, "ONNX Runtime API version newer than the container's",
+         "The op library needs an ONNX Runtime version node newer than the container's libonnxruntime.",
+         "GetApi() returns NULL or the library fails to load.",
+         "Build against the container's ONNX Runtime version or older."),
+    Code("CO506", W, "TRITONBACKEND API newer than the server's",
+         "The backend was built against a newer TRITONBACKEND API than the server provides (where determinable).",
+         "`Triton TRITONBACKEND API version: X.Y does not support '<backend>' TRITONBACKEND API version: A.B`.",
+         "Build against the core repository tag that matches the server release."),
+    Code("CO601", W, "a loaded library, or a directory on a load path, is writable by others",
+         "A library Triton loads, or a directory searched for one, is writable by group or others.",
+         "Anyone who can write there can run code inside the server.",
+         "chmod go-w the file and the directory."),
+)
+
+CODES: dict[str, Code] = {c.code: c for c in _TABLE}
+
+
+def explain(code: str) -> str:
+    c = CODES[code]
+    return "\n".join([
+        f"{c.code}: {c.title} (default severity: {c.severity})",
+        "",
+        "What it detects", f"  {c.what}",
+        "",
+        "Why it matters", f"  {c.why}",
+        "",
+        "How to fix it", f"  {c.fix}",
+        "",
+        "How to suppress it",
+        f'  In customops.toml: [check] ignore = [{{ code = "{c.code}", library = "<glob>", symbol = "<glob>" }}]',
+    ])

@@ -1,0 +1,30 @@
+"""customops profile create: record a Triton container's facts, to check against in CI without the image."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="record a container's facts for CI", description=__doc__)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="write a profile of the container (default: this machine)")
+    create.add_argument("--container-root", default="/", metavar="DIR")
+    create.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR")
+    create.add_argument("-o", "--output", required=True, metavar="FILE")
+    create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
+                        help="the server's arguments, recorded for later checks")
+    create.set_defaults(run=run)
+    p.set_defaults(cache_dir=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from customops.container import from_root, write_profile
+    from customops.scanners.elfcache import ElfReader
+
+    container = from_root(args.container_root, args.backend_directory, ElfReader(Path(args.cache_dir)
+                                                                                 if args.cache_dir else None))
+    write_profile(container, args.output, tuple(args.server_args))
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,59 @@
+"""A finding is data: a stable code, a severity, one greppable line, what it is about, the evidence, and a fix."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, replace
+
+from customops.codes import CODES, Severity
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    severity: Severity | None = None  # None: the code's default severity
+    model: str | None = None
+    library: str | None = None  # the library as the server opens it (a container path)
+    symbol: str | None = None
+    version: str | None = None
+    file: str | None = None  # the file to point at (checkout path): a config.pbtxt, a library, the manifest
+    line: int | None = None
+    column: int | None = None
+    predicted: str | None = None  # the runtime's own message for the failure this predicts
+    evidence: tuple[str, ...] = field(default=())  # search trace, winning/losing definitions, ...
+    hint: str = ""
+
+    def __post_init__(self) -> None:
+        if self.code not in CODES:
+            raise ValueError(f"unknown finding code {self.code}")
+        if self.severity is None:
+            object.__setattr__(self, "severity", CODES[self.code].severity)
+        if not self.hint:
+            object.__setattr__(self, "hint", CODES[self.code].fix)
+
+    @property
+    def level(self) -> Severity:
+        assert self.severity is not None
+        return self.severity
+
+    def with_severity(self, severity: Severity) -> Finding:
+        return replace(self, severity=severity)
+
+
+def suppressed(finding: Finding, ignores) -> bool:  # type: ignore[no-untyped-def]
+    """An ignore entry matches on its code and, where given, on library and symbol globs."""
+    for rule in ignores:
+        if rule.code != finding.code:
+            continue
+        if rule.library and not any(fnmatch.fnmatch(p or "", rule.library) for p in (finding.file, finding.library)):
+            continue
+        if rule.symbol and not fnmatch.fnmatchcase(finding.symbol or "", rule.symbol):
+            continue
+        return True
+    return False
+
+
+def sort_key(finding: Finding) -> tuple:
+    """Worst first, then by model, library and code, so reports are stable."""
+    return (-int(finding.level), finding.model or "", finding.library or "", finding.code, finding.message)

@@ -1,0 +1,80 @@
+"""Triton core loading a backend: the library search order, dlopen(RTLD_NOW|RTLD_LOCAL), entry points.
+
+triton.md §1.1-1.3 (core `backend_model.cc`, `shared_library.cc`, `backend_manager.cc`): the library is
+`runtime` or `libtriton_<backend>.so`, searched in <model>/<version>/, <model>/, <backend_dir>/<backend>/
+(first existing file wins); a Python-based backend is <backend_dir>/<backend>/model.py served by
+libtriton_python.so; TRITONBACKEND_ModelInstanceExecute is the one required entry point.
+"""
+
+from __future__ import annotations
+
+import os
+
+from customops.findings import Finding
+from customops.plan import Context, LoaderResult, LoadStep
+from customops.repository import Model
+
+REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
+OP_LIBRARY_BACKENDS = ("tensorflow", "onnxruntime")  # the backends that read model_operations
+
+
+def library_for(model: Model, ctx: Context) -> tuple[str | None, list[str], Finding | None]:
+    """The backend library Triton will dlopen for this model (a container path), every path it tries,
+    or the finding that says why there is none."""
+    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
+    model_dir = ctx.container_path(model.path)
+    version_dir = f"{model_dir}/{model.versions[0]}" if model.versions else None
+    libname = model.runtime or f"libtriton_{model.backend}.so"
+    dirs = [d for d in (version_dir, model_dir, f"{backend_dir}/{model.backend}") if d]
+    searched: list[str] = []
+    if model.runtime != "model.py":
+        for directory in dirs:
+            candidate = os.path.normpath(f"{directory}/{libname}")
+            if not candidate.startswith(directory.rstrip("/") + "/"):
+                message = (f"backend library name '{libname}' escapes backend directory '{directory}', for model "
+                           f"'{model.name}', check model config runtime field")
+                return None, searched, Finding("CO201", message, model=model.name, file=model.config_path,
+                                               predicted=message)
+            searched.append(candidate)
+            if ctx.exists(candidate):
+                return candidate, searched, None
+    python_based = f"{backend_dir}/{model.backend}/model.py"
+    if model.runtime == "model.py" or (not model.runtime and ctx.exists(python_based)):
+        for directory in (*dirs, f"{backend_dir}/python"):
+            candidate = f"{directory}/libtriton_python.so"
+            searched.append(candidate)
+            if ctx.exists(candidate):
+                return candidate, searched, None
+        message = (f"unable to find Python backend based backend library 'libtriton_python.so' for model "
+                   f"'{model.name}', searched: " + " ".join(f"'{p}'" for p in searched))
+        return None, searched, Finding("CO201", message, model=model.name, file=model.config_path, predicted=message)
+    facts = ctx.container.facts  # type: ignore[attr-defined]
+    if model.runtime:
+        predicted = (f"unable to find backend library '{libname}' for model '{model.name}', searched: "
+                     + " ".join(f"'{p}'" for p in searched))
+    else:
+        predicted = (f"unable to find backend library for backend '{model.backend}', try specifying runtime on the "
+                     "model configuration.")
+    absent = model.backend in facts.absent_backends or (facts.backends and model.backend not in facts.backends
+                                                        and model.backend in OP_LIBRARY_BACKENDS + ("pytorch",
+                                                                                                    "tensorrt"))
+    code = "CO203" if absent else "CO201"
+    message = (f"model '{model.name}' needs the {model.backend} backend, which this container does not ship" if absent
+               else f"backend library {libname} for model '{model.name}' not found")
+    return None, searched, Finding(code, message, model=model.name, file=model.config_path, predicted=predicted,
+                                   evidence=tuple(f"searched: {p}" for p in searched))
+
+
+def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
+    """Triton core's part: the backend library is dlopen()ed once per path, its entry points looked up."""
+    findings = []
+    if model.op_libraries and model.backend not in OP_LIBRARY_BACKENDS:
+        findings.append(Finding(
+            "CO105", f"model '{model.name}' lists model_operations, which the {model.backend} backend ignores",
+            model=model.name, file=model.config_path,
+            evidence=tuple(f"op_library_filename: {p}" for p in model.op_libraries)))
+    steps = ()
+    if first:
+        steps = (LoadStep(library, ctx.source(library), "backend", "backend library", model=model.name,
+                          entry_points=(REQUIRED_ENTRY_POINT,)),)
+    return LoaderResult(steps=steps, findings=tuple(findings))

@@ -1,0 +1,30 @@
+"""TensorRT plugin libraries (triton.md §3.4): either LD_PRELOAD, or --backend-config=tensorrt,plugins=a.so;b.so
+(one setting per flag), which the backend dlopen()s (RTLD_NOW | RTLD_LOCAL) in TRITONBACKEND_Initialize, at
+the first TensorRT model load, before its model is deserialized. A plugin that fails to load there is only
+logged; the model then fails at deserialization."""
+
+from __future__ import annotations
+
+from customops.plan import Context, LoaderResult, LoadStep
+from customops.repository import Model
+
+
+def process(ctx: Context) -> LoaderResult:
+    manifest = ctx.manifest
+    paths = manifest.trt_plugins  # type: ignore[attr-defined]
+    if not paths:
+        return LoaderResult()
+    if manifest.trt_load == "preload":  # type: ignore[attr-defined]
+        return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, "tensorrt", "preload", preload=True)
+                                        for p in paths))
+    setting = "tensorrt,plugins=" + ";".join(ctx.container_path(p) for p in paths)
+    return LoaderResult(server_args=(f"--backend-config={setting}",))
+
+
+def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
+    manifest = ctx.manifest
+    if not first or manifest.trt_load != "backend-config":  # type: ignore[attr-defined]
+        return LoaderResult()
+    return LoaderResult(steps=tuple(
+        LoadStep(ctx.container_path(p), p, "tensorrt", "plugin library", model=model.name, caller=library)
+        for p in manifest.trt_plugins))  # type: ignore[attr-defined]

@@ -1,0 +1,138 @@
+"""customops.toml: the custom libraries a repository needs and how to load them, strictly validated.
+
+    [tensorrt]
+    plugins = ["plugins/libmy_plugins.so"]
+    load = "backend-config"          # or "preload"
+    [pytorch]
+    ops = ["ops/libmy_torch_ops.so"]
+    [tensorflow]
+    preload = ["ops/libmy_tf_ops.so"]
+    [host]
+    preload = []
+    [check]
+    fail-on = "error"                # or "warning", "info"
+    ignore = [{ code = "CO402", library = "plugins/*.so", symbol = "deflate*" }]
+
+Relative paths are relative to the manifest. An unknown key, a wrong type or a bad value is an error
+(CO106, exit 2): customops never guesses what a manifest meant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from customops.codes import CODES, Severity
+from customops.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MANIFEST_NAME = "customops.toml"
+
+
+@dataclass(frozen=True)
+class Ignore:
+    code: str
+    library: str | None = None  # glob on the library path (relative to the manifest, or absolute)
+    symbol: str | None = None  # glob on the raw or demangled symbol name
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str | None
+    trt_plugins: tuple[str, ...] = ()
+    trt_load: str = "backend-config"
+    pytorch_ops: tuple[str, ...] = ()
+    tensorflow_preload: tuple[str, ...] = ()
+    host_preload: tuple[str, ...] = ()
+    fail_on: Severity = Severity.ERROR
+    ignore: tuple[Ignore, ...] = ()
+
+    @property
+    def directory(self) -> str | None:
+        return os.path.dirname(self.path) if self.path else None
+
+
+SCHEMA: dict[str, dict[str, type]] = {
+    "tensorrt": {"plugins": list, "load": str},
+    "pytorch": {"ops": list},
+    "tensorflow": {"preload": list},
+    "host": {"preload": list},
+    "check": {"fail-on": str, "ignore": list},
+}
+
+
+def load_manifest(path: str | None) -> Manifest:
+    if path is None:
+        return Manifest(None)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise InputError(path, "manifest not found") from None
+    except OSError as exc:
+        raise InputError(path, exc.strerror or str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, f"CO106 not valid TOML: {exc}") from None
+    base = os.path.dirname(os.path.abspath(path))
+
+    def fail(reason: str) -> InputError:
+        return InputError(path, f"CO106 {reason}")
+
+    for section, value in data.items():
+        if section not in SCHEMA:
+            raise fail(f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
+        if not isinstance(value, dict):
+            raise fail(f"[{section}] must be a table")
+        for key, item in value.items():
+            if key not in SCHEMA[section]:
+                raise fail(f"unknown key {key!r} in [{section}] (known: {', '.join(SCHEMA[section])})")
+            if not isinstance(item, SCHEMA[section][key]):
+                raise fail(f"[{section}] {key} must be a {SCHEMA[section][key].__name__}")
+
+    def paths(section: str, key: str) -> tuple[str, ...]:
+        values = data.get(section, {}).get(key, [])
+        if not all(isinstance(v, str) and v for v in values):
+            raise fail(f"[{section}] {key} must be a list of non-empty paths")
+        return tuple(os.path.normpath(os.path.join(base, v)) for v in values)
+
+    load = data.get("tensorrt", {}).get("load", "backend-config")
+    if load not in ("backend-config", "preload"):
+        raise fail(f"[tensorrt] load must be \"backend-config\" or \"preload\", not {load!r}")
+    try:
+        fail_on = Severity.parse(data.get("check", {}).get("fail-on", "error"))
+    except ValueError as exc:
+        raise fail(f"[check] fail-on: {exc}") from None
+    ignores = []
+    for entry in data.get("check", {}).get("ignore", []):
+        if not isinstance(entry, dict) or set(entry) - {"code", "library", "symbol"} or "code" not in entry:
+            raise fail("[check] ignore entries are tables with code and optionally library and symbol")
+        if entry["code"] not in CODES:
+            raise fail(f"[check] ignore: unknown code {entry['code']!r}")
+        library = entry.get("library")
+        if library is not None and not os.path.isabs(library):
+            library = os.path.normpath(os.path.join(base, library))
+        ignores.append(Ignore(entry["code"], library, entry.get("symbol")))
+    return Manifest(
+        path=os.path.abspath(path),
+        trt_plugins=paths("tensorrt", "plugins"),
+        trt_load=load,
+        pytorch_ops=paths("pytorch", "ops"),
+        tensorflow_preload=paths("tensorflow", "preload"),
+        host_preload=paths("host", "preload"),
+        fail_on=fail_on,
+        ignore=tuple(ignores),
+    )
+
+
+def find_manifest(repositories: list[str]) -> str | None:
+    """customops.toml at the root of the first repository that has one."""
+    for repo in repositories:
+        candidate = os.path.join(repo, MANIFEST_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+    return None

@@ -1,0 +1,106 @@
+"""What one tritonserver process will load, in order, and the environment and arguments it needs.
+
+Loaders (customops/loaders/) turn models, the manifest and the container into LoadSteps; the plan
+puts them in the server's real order: LD_PRELOAD entries at exec, then per model its backend
+library (dlopen RTLD_NOW|RTLD_LOCAL, once per path) and the libraries the backend loads for it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from customops.findings import Finding
+
+
+@dataclass(frozen=True)
+class LoadStep:
+    path: str  # target path, as the server will open it
+    source: str  # checkout/host path of the file, for findings and reports
+    loader: str  # tensorflow | onnxruntime | pytorch | tensorrt | backend | host
+    purpose: str  # "backend library", "op library", "plugin library", "preload"
+    preload: bool = False  # LD_PRELOAD (global scope at exec) instead of dlopen
+    lazy: bool = False
+    model: str | None = None
+    entry_points: tuple[str, ...] = ()  # dlsym()ed after loading; missing = failure
+    caller: str | None = None  # the object calling dlopen (its RUNPATH applies to a bare name)
+
+
+@dataclass(frozen=True)
+class LoaderResult:
+    steps: tuple[LoadStep, ...] = ()
+    library_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH entries the server needs (prepended)
+    server_args: tuple[str, ...] = ()  # e.g. --backend-config=tensorrt,plugins=...
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    preloads: tuple[LoadStep, ...]
+    dlopens: tuple[LoadStep, ...]
+    library_path: tuple[str, ...]
+    server_args: tuple[str, ...]
+    findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def ld_preload(self) -> str:
+        return ":".join(step.path for step in self.preloads)
+
+
+def merge(results: list[LoaderResult]) -> LoadPlan:
+    """Preloads in a deterministic order (host first, then each loader's, de-duplicated); dlopens in
+    model order, each backend library once (Triton caches backends by library path)."""
+    preloads: list[LoadStep] = []
+    dlopens: list[LoadStep] = []
+    seen_preload: set[str] = set()
+    library_path: list[str] = []
+    args: list[str] = []
+    findings: list[Finding] = []
+    for result in results:
+        for step in result.steps:
+            if step.preload:
+                if os.path.normpath(step.path) not in seen_preload:
+                    seen_preload.add(os.path.normpath(step.path))
+                    preloads.append(step)
+            else:
+                dlopens.append(step)
+        library_path += [d for d in result.library_path if d not in library_path]
+        args += [a for a in result.server_args if a not in args]
+        findings += result.findings
+    return LoadPlan(tuple(preloads), tuple(dlopens), tuple(library_path), tuple(args), tuple(findings))
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every loader reads: the container, the manifest, and where the repository is mounted."""
+
+    container: object  # customops.container.Container
+    manifest: object  # customops.manifest.Manifest
+    mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory)
+    server_cwd: str = "/opt/tritonserver"  # the NGC images' working directory; relative dlopen paths start here
+
+    def container_path(self, host_path: str) -> str:
+        """A checkout path as the server sees it (the longest mounted host prefix wins)."""
+        host_path = os.path.abspath(host_path)
+        for container_dir, host_dir in sorted(self.mounts, key=lambda m: -len(m[1])):
+            if host_path == host_dir or host_path.startswith(host_dir.rstrip("/") + "/"):
+                return container_dir.rstrip("/") + host_path[len(host_dir.rstrip("/")):]
+        return host_path
+
+    def exists(self, container_path: str) -> bool:
+        target = self.container.target  # type: ignore[attr-defined]
+        return target is not None and target.host_path(container_path) is not None
+
+    def source(self, container_path: str) -> str:
+        """The checkout or host path of a container path, for reports."""
+        for container_dir, host_dir in sorted(self.mounts, key=lambda m: -len(m[0])):
+            if container_path == container_dir or container_path.startswith(container_dir.rstrip("/") + "/"):
+                return host_dir.rstrip("/") + container_path[len(container_dir.rstrip("/")):]
+        target = self.container.target  # type: ignore[attr-defined]
+        if target is not None and not target.is_live:
+            return target.root.rstrip("/") + container_path
+        return container_path
+
+    def absolute(self, path: str) -> str:
+        """An op library path as dlopen will take it: relative paths start at the server's cwd."""
+        return path if path.startswith("/") or "/" not in path else os.path.normpath(os.path.join(self.server_cwd, path))

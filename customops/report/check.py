@@ -1,0 +1,170 @@
+"""Render a CheckResult: text (rich), json, sarif, junit, github. Reports only render."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from xml.sax.saxutils import escape as xml_escape
+
+from customops import __version__
+from customops.codes import CODES, Severity
+from customops.findings import Finding
+
+CHECK_SCHEMA = "customops.check/1"
+SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def counts(findings: list[Finding]) -> dict[str, int]:
+    return {str(s): sum(1 for f in findings if f.level == s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
+
+
+def relative(path: str | None, base: str | None) -> str | None:
+    """Paths inside the repository are reported relative to it, so that code-scanning annotations land."""
+    if path is None or base is None:
+        return path
+    path, base = os.path.abspath(path), os.path.abspath(base)
+    return os.path.relpath(path, base) if path.startswith(base.rstrip("/") + "/") else path
+
+
+def finding_record(f: Finding, base: str | None) -> dict:
+    return {"code": f.code, "severity": str(f.level), "message": f.message, "model": f.model, "library": f.library,
+            "symbol": f.symbol, "version": f.version, "file": relative(f.file, base), "line": f.line,
+            "column": f.column, "predicted": f.predicted, "evidence": list(f.evidence), "hint": f.hint}
+
+
+def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:  # type: ignore[no-untyped-def]
+    facts = result.container.facts
+    plan = result.plan
+    record = {
+        "schema": CHECK_SCHEMA,
+        "customops": __version__,
+        "ok": exit_code == 0,
+        "summary": {**counts(result.findings), "suppressed": len(result.suppressed), "fail_on": str(fail_on),
+                    "exit_code": exit_code, "models": len(result.models)},
+        "container": {"source": facts.source, "root": result.container.target.root if result.container.target else None,
+                      "facts": {k: v for k, v in facts.__dict__.items()}},
+        "models": [{"name": m.name, "backend": m.backend, "platform": m.platform, "versions": list(m.versions),
+                    "config": relative(m.config_path, base), "op_libraries": list(m.op_libraries)}
+                   for m in result.models],
+        "plan": {"ld_preload": plan.ld_preload, "ld_library_path": list(plan.library_path),
+                 "server_args": list(plan.server_args),
+                 "steps": [{"path": s.path, "source": relative(s.source, base), "loader": s.loader,
+                            "purpose": s.purpose, "preload": s.preload, "model": s.model,
+                            "entry_points": list(s.entry_points)} for s in (*plan.preloads, *plan.dlopens)]},
+        "findings": [finding_record(f, base) for f in result.findings],
+        "notes": result.notes,
+    }
+    return json.dumps(record, indent=2)
+
+
+def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
+    used = sorted({f.code for f in result.findings})
+    rules = [{"id": code, "name": CODES[code].title,
+              "shortDescription": {"text": CODES[code].title},
+              "fullDescription": {"text": CODES[code].what},
+              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}"},
+              "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
+    results = []
+    for f in result.findings:
+        entry: dict = {"ruleId": f.code, "ruleIndex": used.index(f.code), "level": SARIF_LEVEL[f.level],
+                       "message": {"text": f.message + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
+        path = relative(f.file, base)
+        if path:
+            location: dict = {"artifactLocation": {"uri": path}}
+            if not os.path.isabs(path):
+                location["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
+            if f.line:
+                location["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
+            entry["locations"] = [{"physicalLocation": location}]
+        props = {k: v for k, v in (("model", f.model), ("library", f.library), ("symbol", f.symbol)) if v}
+        if props:
+            entry["properties"] = props
+        results.append(entry)
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "customops", "version": __version__, "rules": rules,
+                                      "informationUri": "https://github.com/customops/customops"}},
+                  "originalUriBaseIds": {"%SRCROOT%": {"uri": _uri(base)}} if base else {},
+                  "results": results}],
+    }
+    return json.dumps(sarif, indent=2)
+
+
+def _uri(base: str) -> str:
+    return "file://" + os.path.abspath(base).rstrip("/") + "/"
+
+
+def to_junit(result, fail_on: Severity, base: str | None) -> str:  # type: ignore[no-untyped-def]
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.findings:
+        groups[f.model or "(server)"].append(f)
+    names = [m.name for m in result.models] + (["(server)"] if "(server)" in groups else [])
+    cases = []
+    failures = 0
+    for name in names:
+        failing = [f for f in groups.get(name, []) if f.level >= fail_on]
+        body = ""
+        if failing:
+            failures += 1
+            text = "\n".join(f"{f.code} {f.level}: {f.message}" + (f"\n  predicted: {f.predicted}" if f.predicted else "")
+                             for f in failing)
+            body = (f'<failure message="{xml_escape(failing[0].code + " " + failing[0].message, {chr(34): "&quot;"})}" '
+                    f'type="{failing[0].code}">{xml_escape(text)}</failure>')
+        cases.append(f'  <testcase classname="customops.check" name="{xml_escape(name, {chr(34): "&quot;"})}">'
+                     f"{body}</testcase>")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuite name="customops check" tests="{len(names)}" failures="{failures}" errors="0">\n'
+            + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def to_github(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
+    lines = []
+    level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+    for f in result.findings:
+        props = [f"title={f.code}"]
+        path = relative(f.file, base)
+        if path:
+            props.insert(0, f"file={path}")
+            if f.line:
+                props.insert(1, f"line={f.line}")
+        message = (f.message + (f" | predicted: {f.predicted}" if f.predicted else "")).replace("%", "%25")
+        message = message.replace("\r", "%0D").replace("\n", "%0A")
+        lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None) -> None:  # type: ignore[no-untyped-def]
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = console or Console(soft_wrap=True)
+    style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+    facts = result.container.facts
+    source = result.container.target.root if result.container.target else facts.source
+    console.print(f"[bold]customops check[/]: {len(result.models)} model(s) against {escape(str(source))}"
+                  + (f" (Triton {facts.triton_version})" if facts.triton_version else ""))
+    by_model: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.findings:
+        by_model[f.model or "(server)"].append(f)
+    for model in sorted(by_model, key=lambda m: (-max(int(f.level) for f in by_model[m]), m)):
+        console.rule(f"[bold]{escape(model)}")
+        for f in by_model[model]:
+            where = relative(f.file, base)
+            location = f"{where}:{f.line}:{f.column}: " if where and f.line else (f"{where}: " if where else "")
+            console.print(f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] {escape(location)}{escape(f.message)}")
+            if f.predicted:
+                console.print(f"    [dim]runtime:[/] {escape(f.predicted)}")
+            for line in f.evidence[:12]:
+                console.print(f"    [dim]{escape(line)}[/]")
+            console.print(f"    [dim]fix:[/] {escape(f.hint)}")
+    clean = [m.name for m in result.models if m.name not in by_model]
+    if clean:
+        console.print(f"[green]no findings:[/] {escape(', '.join(clean))}")
+    for note in result.notes:
+        console.print(f"[dim]note: {escape(note)}[/]")
+    c = counts(result.findings)
+    verdict = "[bold red]FAIL[/]" if exit_code else "[bold green]OK[/]"
+    console.print(f"{verdict} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "
+                  f"{len(result.suppressed)} suppressed; failing at {fail_on} and above")

@@ -1,0 +1,23 @@
+"""Rules turn the plan and the linker model's outcomes into findings: one module per family of codes."""
+
+from __future__ import annotations
+
+from customops.findings import Finding
+from customops.plan import Context, LoadPlan, LoadStep
+from customops.rules import collisions, hygiene, loading, versions
+from customops.scanners.elfcache import ElfReader
+from customops.scanners.linker import Prediction
+
+
+def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
+              reader: ElfReader) -> list[Finding]:
+    findings = loading.check(plan, prediction, outcomes, ctx)
+    findings += collisions.check(plan, prediction, ctx)
+    findings += versions.check(plan, ctx, reader, loaded=True)
+    findings += hygiene.check(plan, prediction, ctx)
+    return findings
+
+
+def run_fact_rules(plan: LoadPlan, ctx: Context, reader: ElfReader) -> list[Finding]:
+    """Without the container's libraries: what the custom libraries themselves and the facts can tell."""
+    return versions.check(plan, ctx, reader, loaded=False) + hygiene.check(plan, None, ctx)

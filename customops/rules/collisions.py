@@ -1,0 +1,100 @@
+"""CO401-CO407: definitions that compete, ranked rather than dumped (linker.md §5, frameworks.md §3).
+
+Vague-linkage duplicates (weak, same size) are the norm in C++ and are not reported. What is reported:
+strong definitions a preload imposes on other libraries (CO401), strong duplicates between the custom
+libraries of one scope (CO402), data objects whose sizes differ (CO403), an op library's copies of its
+framework's symbols (CO404, info), GNU_UNIQUE merging (CO405), and one SONAME for two files (CO407).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from customops.findings import Finding
+from customops.plan import Context, LoadPlan
+from customops.scanners.demangle import demangle
+from customops.scanners.linker import Prediction
+
+SHOWN = 10
+
+
+def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]:
+    custom = {s.path: s for s in (*plan.preloads, *plan.dlopens) if s.purpose != "backend library"}
+    preloaded = {s.path for s in plan.preloads}
+    target = ctx.container.target  # type: ignore[attr-defined]
+    system = tuple(d.rstrip("/") + "/" for d in target.system_dirs) if target else ()
+    pairs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    findings: list[Finding] = []
+    for binding in prediction.interpositions():
+        winner = binding.winner
+        assert winner is not None
+        for loser in binding.losers:
+            if loser.object == winner.object:
+                continue
+            strong = winner.binding == "GLOBAL" and loser.binding == "GLOBAL"
+            name = demangle(binding.symbol)
+            if winner.type == "OBJECT" == loser.type and winner.size != loser.size and (
+                    winner.object in custom or loser.object in custom):
+                findings.append(Finding(
+                    "CO403", f"{name}: {winner.object} defines it with size {winner.size}, {loser.object} with "
+                             f"size {loser.size}; the first wins for both", library=winner.object, symbol=name,
+                    evidence=(f"winner: {winner.object} ({winner.binding} {winner.type} size {winner.size})",
+                              f"loser: {loser.object} ({loser.binding} {loser.type} size {loser.size})")))
+            if binding.reason.startswith("GNU_UNIQUE") and (winner.object in custom or loser.object in custom):
+                pairs[("CO405", winner.object, loser.object)].append(name)
+            elif strong and winner.object in preloaded and not loser.object.startswith(system):
+                pairs[("CO401", winner.object, loser.object)].append(name)
+            elif strong and winner.object in custom and loser.object in custom:
+                pairs[("CO402", winner.object, loser.object)].append(name)
+            elif strong and (winner.object in custom) != (loser.object in custom):
+                op_library = winner.object if winner.object in custom else loser.object
+                framework = loser.object if op_library == winner.object else winner.object
+                if not framework.startswith(system):
+                    pairs[("CO404", op_library, framework)].append(name)
+    for (code, first, second), names in sorted(pairs.items()):
+        findings.append(_pair(code, first, second, sorted(set(names)), custom))
+    return findings + _same_soname(prediction, custom)
+
+
+def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:  # type: ignore[type-arg]
+    shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+    step = custom.get(first) or custom.get(second)
+    model = step.model if step else None
+    messages = {
+        "CO401": f"preloaded {first} overrides {len(names)} strong definition(s) of {second} for the whole process: "
+                 f"{shown}",
+        "CO402": f"{first} and {second} both define {len(names)} strong symbol(s); {first} wins for both: {shown}",
+        "CO404": f"{first} re-defines {len(names)} symbol(s) of {second}; which copy runs depends on scope order",
+        "CO405": f"GNU_UNIQUE symbols of {first} and {second} are merged across RTLD_LOCAL: {shown}",
+    }
+    return Finding(code, messages[code], model=model, library=first, file=step.source if step else None,
+                   symbol=names[0], evidence=(f"winner: {first}", f"loser: {second}",
+                                              *(f"symbol: {n}" for n in names[:SHOWN])))
+
+
+def _same_soname(prediction: Prediction, custom: dict) -> list[Finding]:  # type: ignore[type-arg]
+    by_soname: dict[str, set[str]] = defaultdict(set)
+    for obj in prediction.objects:
+        if obj.soname:
+            by_soname[obj.soname].add(os.path.realpath(obj.path))
+    findings = []
+    for path, step in custom.items():
+        soname = _soname_of(step.source)
+        others = by_soname.get(soname or "", set()) - {os.path.realpath(step.source)}
+        if soname and others:
+            findings.append(Finding(
+                "CO407", f"{path} has SONAME {soname}, as a different loaded file does; every DT_NEEDED entry "
+                         f"naming {soname} binds to whichever was loaded first", model=step.model, library=path,
+                file=step.source, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others))))
+    return findings
+
+
+def _soname_of(path: str) -> str | None:
+    from customops.errors import ElfError
+    from customops.scanners.elfcache import ElfReader
+
+    try:
+        return ElfReader(use_cache=False).read(path).soname
+    except ElfError:
+        return None

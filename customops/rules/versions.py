@@ -1,0 +1,59 @@
+"""CO306 (from facts), CO501-CO503: what a custom library was built against versus what the container has.
+
+Everything is read from the files: the library's DT_NEEDED and version needs, the container's library
+file names and version definitions (customops.container). No table of particular libraries is used.
+"""
+
+from __future__ import annotations
+
+import re
+
+from customops.errors import ElfError
+from customops.findings import Finding
+from customops.plan import Context, LoadPlan, LoadStep
+from customops.scan import version_key, version_maxima
+from customops.scanners.elfcache import ElfReader
+
+SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
+
+
+def check(plan: LoadPlan, ctx: Context, reader: ElfReader, loaded: bool) -> list[Finding]:
+    facts = ctx.container.facts  # type: ignore[attr-defined]
+    findings: list[Finding] = []
+    for step in (*plan.preloads, *plan.dlopens):
+        try:
+            info = reader.read(step.source)
+        except ElfError:
+            continue
+        for needed in info.needed:
+            match = SONAME_MAJOR.match(needed)
+            if not match:
+                continue
+            stem, major = match.group("stem"), match.group("major")
+            if stem == "libnvinfer" and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
+                findings.append(_finding("CO501", step, f"{step.path} needs {needed} (TensorRT {major}); the "
+                                                        f"container has TensorRT {facts.tensorrt}"))
+            if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
+                findings.append(_finding("CO502", step, f"{step.path} needs {needed} (CUDA {major}); the container "
+                                                        f"has CUDA {facts.cuda}"))
+        if not loaded:  # with the libraries at hand the loader model reports CO306 from the real providers
+            findings += _version_maxima(step, info, facts)
+    return findings
+
+
+def _version_maxima(step: LoadStep, info, facts) -> list[Finding]:  # type: ignore[no-untyped-def]
+    findings = []
+    provided = {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi}
+    for family, needed in version_maxima(info).items():
+        have = provided.get(family)
+        if not have:
+            continue
+        need_key, have_key = version_key(needed), version_key(have)
+        if need_key and have_key and need_key[1] > have_key[1]:
+            findings.append(_finding("CO306", step, f"{step.path} needs {needed}; the container provides up to {have}",
+                                     version=needed))
+    return findings
+
+
+def _finding(code: str, step: LoadStep, message: str, version: str | None = None) -> Finding:
+    return Finding(code, message, model=step.model, library=step.path, file=step.source, version=version)
