@@ -38,7 +38,7 @@ class Code:
     fix: str
 
 
-E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+E, W, N = Severity.ERROR, Severity.WARNING, Severity.INFO  # N: notice (info)
 
 _TABLE = (
     Code("CO101", E, "config.pbtxt unreadable or invalid for the schema",
@@ -141,7 +141,7 @@ _TABLE = (
          "against the other.",
          "Memory corruption.",
          "Make sure both libraries use the same definition, or hide one."),
-    Code("CO404", I, "op library re-defines symbols of the framework library it links",
+    Code("CO404", N, "op library re-defines symbols of the framework library it links",
          "The library exports copies of symbols its framework exports (e.g. compiled-in protobuf classes).",
          "Which copy runs depends on scope order; usually the framework's, which is what is wanted.",
          "Usually nothing; hide the copies to be sure."),

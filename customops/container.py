@@ -69,7 +69,7 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
     backends = tuple(sorted(d for d in os.listdir(backends_host)
                             if os.path.isdir(os.path.join(backends_host, d)))) if backends_host else ()
     version_file = host(f"{TRITON_HOME}/TRITON_VERSION")
-    triton_version = open(version_file).read().strip() if version_file else os.environ.get("TRITON_SERVER_VERSION")
+    triton_version = _read_text(version_file) if version_file else None
 
     def versioned(directory: str, stem: str) -> str | None:
         """The version in a library's file name (libonnxruntime.so.1.20.1 -> 1.20.1), highest first."""
@@ -114,6 +114,14 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
         cuda=first_version("libcudart"),
         glibc=glibc, glibcxx=glibcxx, cxxabi=cxxabi,
     )
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def _definition_maxima(reader: ElfReader, path: str) -> dict[str, str]:

@@ -85,6 +85,9 @@ class Context:
         for container_dir, host_dir in sorted(self.mounts, key=lambda m: -len(m[1])):
             if host_path == host_dir or host_path.startswith(host_dir.rstrip("/") + "/"):
                 return container_dir.rstrip("/") + host_path[len(host_dir.rstrip("/")):]
+        target = self.container.target  # type: ignore[attr-defined]
+        if target is not None and not target.is_live and host_path.startswith(target.root.rstrip("/") + "/"):
+            return host_path[len(target.root.rstrip("/")):]
         return host_path
 
     def exists(self, container_path: str) -> bool:
@@ -103,4 +106,6 @@ class Context:
 
     def absolute(self, path: str) -> str:
         """An op library path as dlopen will take it: relative paths start at the server's cwd."""
-        return path if path.startswith("/") or "/" not in path else os.path.normpath(os.path.join(self.server_cwd, path))
+        if path.startswith("/") or "/" not in path:
+            return path
+        return os.path.normpath(os.path.join(self.server_cwd, path))

@@ -20,7 +20,8 @@ PLATFORM_BACKEND = {
     "onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch", "torch_aoti": "pytorch",
 }
 FILENAME_BACKEND = {
-    "model.graphdef": ("tensorflow", "tensorflow_graphdef"), "model.savedmodel": ("tensorflow", "tensorflow_savedmodel"),
+    "model.graphdef": ("tensorflow", "tensorflow_graphdef"),
+    "model.savedmodel": ("tensorflow", "tensorflow_savedmodel"),
     "model.plan": ("tensorrt", "tensorrt_plan"), "model.onnx": ("onnxruntime", "onnxruntime_onnx"),
     "model.pt": ("pytorch", "pytorch_libtorch"), "model.pt2": ("pytorch", "torch_aoti"),
     "model.xml": ("openvino", ""), "model.py": ("python", ""),

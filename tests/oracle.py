@@ -6,9 +6,11 @@ the model's prediction with ld.so's own LD_DEBUG=libs,bindings,versions output a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,3 +182,53 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
     compared = compare_bindings(prediction, oracle)
     assert compared > 0 or not any(os.path.isfile(referrer) for referrer, _ in oracle.bindings)
     return prediction, oracle
+
+
+def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]
+    """The container's tritonserver (the fixture loader) performs the plan's loads inside `root`: in a
+    private mount namespace, chrooted, with /proc bound in (ld.so needs /proc/self/exe for $ORIGIN)."""
+    argv = ["/opt/tritonserver/bin/tritonserver"]
+    for step in plan.dlopens:
+        argv.append(step.path)
+        for entry in step.entry_points:
+            argv += ["--call", entry]
+    env = {"PATH": "/usr/bin:/bin"}
+    if plan.ld_preload:
+        env["LD_PRELOAD"] = plan.ld_preload
+    if plan.library_path:
+        env["LD_LIBRARY_PATH"] = ":".join(plan.library_path)
+    env.update(extra_env or {})
+    os.makedirs(os.path.join(root, "proc"), exist_ok=True)
+    # The environment goes only to the final execve inside the chroot, never to the host's helpers.
+    enter = ("import json, os, sys; os.chroot(sys.argv[1]); os.chdir('/opt/tritonserver'); "
+             "os.execve(sys.argv[3], sys.argv[3:], json.loads(sys.argv[2]))")
+    script = 'mount --bind /proc "$1/proc" && exec "$0" -c "$2" "$1" "$3" "$4" "${@:5}"'
+    proc = subprocess.run(["unshare", "--mount", "--fork", "bash", "-c", script, sys.executable, root, enter,
+                           json.dumps(env), *argv], capture_output=True, text=True, timeout=120)
+    run = OracleRun(proc.returncode, proc.stdout, proc.stderr, "")
+    for line in proc.stdout.splitlines():
+        if m := DLOPEN.match(line):
+            run.dlopens.append((m.group(1), m.group(3)))
+        elif m := CALL.match(line):
+            run.calls.append((m.group(1), m.group(3) or m.group(2)))
+    return run
+
+
+def confirm_check(result, root: str) -> OracleRun:  # type: ignore[no-untyped-def]
+    """Every load the check predicted, confirmed by the real loader inside the container: each dlopen's
+    success or dlerror() text, each entry point found or not, the preload warnings, a fatal start."""
+    oracle = run_in_container(root, result.plan)
+    prediction = result.prediction
+    stderr = [line for line in oracle.stderr.splitlines() if line.strip()]
+    warnings = [line for line in stderr if line.startswith("ERROR: ld.so:")]
+    fatal = [line for line in stderr if not line.startswith("ERROR: ld.so:")]
+    assert [w for o in prediction.outcomes if o.kind == "preload" for w in o.warnings] == warnings
+    if fatal:
+        assert prediction.exit_message == fatal[-1]
+        return oracle
+    assert prediction.exit_message is None
+    dlopens = [o for o in prediction.outcomes if o.kind == "dlopen"]
+    assert [(o.request, None if o.ok else o.message) for o in dlopens] == oracle.dlopens
+    predicted_calls = [(c.symbol, None if c.status == "ok" else c.message) for o in dlopens for c in o.calls]
+    assert predicted_calls == [(name, None if value.lstrip("-").isdigit() else value) for name, value in oracle.calls]
+    return oracle

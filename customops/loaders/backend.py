@@ -55,9 +55,9 @@ def library_for(model: Model, ctx: Context) -> tuple[str | None, list[str], Find
     else:
         predicted = (f"unable to find backend library for backend '{model.backend}', try specifying runtime on the "
                      "model configuration.")
-    absent = model.backend in facts.absent_backends or (facts.backends and model.backend not in facts.backends
-                                                        and model.backend in OP_LIBRARY_BACKENDS + ("pytorch",
-                                                                                                    "tensorrt"))
+    frameworks = (*OP_LIBRARY_BACKENDS, "pytorch", "tensorrt")
+    absent = model.backend in facts.absent_backends or (
+        bool(facts.backends) and model.backend not in facts.backends and model.backend in frameworks)
     code = "CO203" if absent else "CO201"
     message = (f"model '{model.name}' needs the {model.backend} backend, which this container does not ship" if absent
                else f"backend library {libname} for model '{model.name}' not found")

@@ -108,8 +108,8 @@ def to_junit(result, fail_on: Severity, base: str | None) -> str:  # type: ignor
         body = ""
         if failing:
             failures += 1
-            text = "\n".join(f"{f.code} {f.level}: {f.message}" + (f"\n  predicted: {f.predicted}" if f.predicted else "")
-                             for f in failing)
+            text = "\n".join(f"{f.code} {f.level}: {f.message}"
+                             + (f"\n  predicted: {f.predicted}" if f.predicted else "") for f in failing)
             body = (f'<failure message="{xml_escape(failing[0].code + " " + failing[0].message, {chr(34): "&quot;"})}" '
                     f'type="{failing[0].code}">{xml_escape(text)}</failure>')
         cases.append(f'  <testcase classname="customops.check" name="{xml_escape(name, {chr(34): "&quot;"})}">'

@@ -43,10 +43,10 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]
                               f"loser: {loser.object} ({loser.binding} {loser.type} size {loser.size})")))
             if binding.reason.startswith("GNU_UNIQUE") and (winner.object in custom or loser.object in custom):
                 pairs[("CO405", winner.object, loser.object)].append(name)
-            elif strong and winner.object in preloaded and not loser.object.startswith(system):
-                pairs[("CO401", winner.object, loser.object)].append(name)
             elif strong and winner.object in custom and loser.object in custom:
                 pairs[("CO402", winner.object, loser.object)].append(name)
+            elif strong and winner.object in preloaded and not loser.object.startswith(system):
+                pairs[("CO401", winner.object, loser.object)].append(name)
             elif strong and (winner.object in custom) != (loser.object in custom):
                 op_library = winner.object if winner.object in custom else loser.object
                 framework = loser.object if op_library == winner.object else winner.object

@@ -1,0 +1,63 @@
+"""The bundled example repository: one finding of each main kind and clean models, every load it predicts
+confirmed by the real loader running inside the fixture container (chroot, as root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from oracle import confirm_check
+
+from customops.check import run_check
+from customops.container import from_root
+from customops.manifest import load_manifest
+from fixtures.example import install
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
+EXPECTED = {
+    "detector_ort": {"CO308"},
+    "drift_tf": {"CO304"},
+    "legacy": {"CO202"},
+    "segmenter_trt": {"CO302", "CO501"},
+    "tokenizer_ort": {"CO301", "CO104"},
+    None: {"CO401"},
+}
+CLEAN = {"custom", "ranker_pt", "text_tf"}
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                                reason="the in-container oracle needs root (chroot in a mount namespace)")
+
+
+@pytest.fixture
+def container_with_example(tree, tmp_path):
+    """A copy of the fixture container with the example repository at /models."""
+    root = tmp_path / "root"
+    shutil.copytree(tree / "container", root, symlinks=True)
+    shutil.copytree(EXAMPLE, root / "models", ignore=shutil.ignore_patterns("*.so"))
+    install(root / "models")
+    return root
+
+
+def codes_by_model(result) -> dict:  # type: ignore[no-untyped-def]
+    found: dict = {}
+    for f in result.findings:
+        found.setdefault(f.model, set()).add(f.code)
+    return found
+
+
+def test_the_example_repository_has_one_finding_of_each_main_kind(container_with_example):
+    root = container_with_example
+    repo = str(root / "models")
+    result = run_check([repo], load_manifest(str(root / "models" / "customops.toml")), from_root(str(root)), ())
+    assert codes_by_model(result) == EXPECTED
+    assert {m.name for m in result.models} - {m for m in EXPECTED if m} == CLEAN
+
+
+@needs_root
+def test_every_load_of_the_example_is_confirmed_by_the_real_loader(container_with_example):
+    root = container_with_example
+    repo = str(root / "models")
+    result = run_check([repo], load_manifest(str(root / "models" / "customops.toml")), from_root(str(root)), ())
+    oracle = confirm_check(result, str(root))
+    assert len(oracle.dlopens) == len(result.plan.dlopens) > 5
