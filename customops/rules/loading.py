@@ -24,7 +24,22 @@ def check(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep,
     startup = next((o for o in prediction.outcomes if o.kind == "startup"), None)
     if startup is not None and startup.status in ("fatal", "crash"):
         findings += _startup(startup, plan)
+    elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
+        for step in plan.preloads:
+            failures = tuple(b for b in startup.lazy_failures if b.referrer == step.path)
+            findings += _lazy(step, failures)
     return findings
+
+
+def _lazy(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
+    if not failures:
+        return []
+    first = failures[0]
+    return [Finding(
+        "CO305", f"{_what(step)}: {len(failures)} function(s) are defined nowhere; the first call of {_shown(first)} "
+                 "kills the server", symbol=first.symbol.decode("utf-8", "replace"),
+        predicted=f"symbol lookup error: {first.referrer}: undefined symbol: {first.symbol.decode()}",
+        evidence=_symbols(failures), **_about(step))]
 
 
 def _about(step: LoadStep) -> dict:
@@ -44,12 +59,7 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context) -> list[Finding]:
                                       "starts without it", predicted=outcome.message, **_about(step)))
     elif outcome.status in ("failed", "crash"):
         findings.append(_failure(step, outcome, ctx))
-    for binding in outcome.lazy_failures[:1]:
-        findings.append(Finding(
-            "CO305", f"{_what(step)}: {len(outcome.lazy_failures)} function(s) are defined nowhere; the first call "
-                     f"of {_shown(binding)} kills the server", symbol=binding.symbol.decode("utf-8", "replace"),
-            predicted=f"symbol lookup error: {binding.referrer}: undefined symbol: {binding.symbol.decode()}",
-            evidence=_symbols(outcome.lazy_failures), **_about(step)))
+    findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == "ok":
             continue

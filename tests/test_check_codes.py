@@ -1,0 +1,310 @@
+"""One scenario per finding code: a small repository in a copy of the fixture container, checked, and,
+where a runtime behaviour exists, confirmed by the real loader running the same plan inside it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from oracle import confirm_check
+
+from customops.check import run_check
+from customops.codes import Severity
+from customops.container import from_release, from_root, read_profile, write_profile
+from customops.errors import InputError
+from customops.manifest import load_manifest
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                                reason="the in-container oracle needs root (chroot in a mount namespace)")
+
+
+class Repo:
+    """A model repository at /models inside a private copy of the fixture container."""
+
+    def __init__(self, tree: Path, tmp: Path) -> None:
+        self.tree = tree
+        self.root = tmp / "root"
+        shutil.copytree(tree / "container", self.root, symlinks=True)
+        self.models = self.root / "models"
+        self.models.mkdir()
+
+    def model(self, name: str, config: str, model_file: str = "model.bin", **libs: str) -> Repo:
+        directory = self.models / name
+        (directory / "1").mkdir(parents=True)
+        (directory / "config.pbtxt").write_text(config)
+        (directory / "1" / model_file).write_text("")
+        for place, fixture in libs.items():
+            self.library(f"{name}/{place.replace('__', '/')}", fixture)
+        return self
+
+    def library(self, place: str, fixture: str) -> str:
+        dest = self.models / place
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.tree / fixture, dest)
+        return f"/models/{place}"
+
+    def manifest(self, text: str) -> Repo:
+        (self.models / "customops.toml").write_text(text)
+        return self
+
+    def check(self, container=None):  # type: ignore[no-untyped-def]
+        manifest_path = self.models / "customops.toml"
+        manifest = load_manifest(str(manifest_path) if manifest_path.exists() else None)
+        return run_check([str(self.models)], manifest, container or from_root(str(self.root)), ())
+
+
+@pytest.fixture
+def repo(tree, tmp_path) -> Repo:
+    return Repo(tree, tmp_path)
+
+
+def codes(result) -> set[str]:  # type: ignore[no-untyped-def]
+    return {f.code for f in result.findings}
+
+
+def only(result, code: str):  # type: ignore[no-untyped-def]
+    (finding,) = [f for f in result.findings if f.code == code]
+    return finding
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_co101_a_config_that_does_not_parse_names_the_line_and_column(repo):
+    result = repo.model("m", 'name: "m"\nbackend: "onnxruntime"\nbogus_field: 1\n').check()
+    finding = only(result, "CO101")
+    assert (finding.line, finding.column) == (3, 1)
+    assert "bogus_field" in finding.message and finding.predicted.startswith("failed to read text proto from")
+
+
+def test_co102_an_unknown_platform_is_rejected_with_tritons_text(repo):
+    result = repo.model("m", 'platform: "caffe2_netdef"\n').check()
+    assert only(result, "CO102").predicted == "unexpected platform type 'caffe2_netdef' for m"
+
+
+def test_co102_a_contradicting_platform_and_backend(repo):
+    result = repo.model("m", 'platform: "onnxruntime_onnx"\nbackend: "pytorch"\n').check()
+    assert only(result, "CO102").predicted == "unexpected 'platform' and 'backend' pair, got:onnxruntime_onnx, pytorch"
+
+
+def test_the_backend_comes_from_the_model_file_name_when_the_config_says_nothing(repo):
+    result = repo.model("m", 'name: "m"\n', model_file="model.onnx").check()
+    assert result.models[0].backend == "onnxruntime" and not codes(result)
+
+
+def test_co103_no_version_directory_under_the_policy(repo):
+    result = repo.model("m", 'backend: "onnxruntime"\nversion_policy { specific { versions: 3 } }\n').check()
+    assert only(result, "CO103").predicted == "at least one version must be available under the version policy " \
+                                              "of model 'm'"
+
+
+def test_a_version_directory_with_a_leading_zero_is_not_a_version(repo):
+    repo.model("m", 'backend: "onnxruntime"\n')
+    (repo.models / "m" / "1").rename(repo.models / "m" / "01")
+    assert "CO103" in codes(repo.check())
+
+
+def test_co104_a_relative_op_library_resolves_against_the_server_working_directory(repo):
+    repo.model("m", 'backend: "onnxruntime"\nmodel_operations { op_library_filename: "ops/libort_op.so" }\n',
+               ops__libort_op_so="example/libort_op.so")
+    (repo.models / "m" / "ops" / "libort_op_so").rename(repo.models / "m" / "ops" / "libort_op.so")
+    result = repo.check()
+    assert {"CO104", "CO301"} <= codes(result)
+    assert result.plan.dlopens[-1].path == "/opt/tritonserver/ops/libort_op.so"
+
+
+def test_co105_model_operations_on_a_backend_that_ignores_them(repo):
+    result = repo.model("m", 'backend: "pytorch"\nmodel_operations { op_library_filename: "/models/x.so" }\n').check()
+    assert codes(result) == {"CO105"}
+
+
+def test_co106_a_manifest_with_an_unknown_key_is_bad_input(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest("[tensorrt]\nplugin = []\n")
+    with pytest.raises(InputError, match="CO106 unknown key 'plugin'"):
+        repo.check()
+
+
+# -- backends ----------------------------------------------------------------------------------------
+
+
+def test_co201_a_missing_backend_library_lists_every_path_triton_tries(repo):
+    result = repo.model("m", 'backend: "mine"\n').check()
+    finding = only(result, "CO201")
+    assert finding.predicted == ("unable to find backend library for backend 'mine', try specifying runtime on the "
+                                 "model configuration.")
+    assert finding.evidence == ("searched: /models/m/1/libtriton_mine.so", "searched: /models/m/libtriton_mine.so",
+                                "searched: /opt/tritonserver/backends/mine/libtriton_mine.so")
+
+
+def test_a_backend_library_in_the_version_directory_wins(repo):
+    repo.model("m", 'backend: "mybackend"\n', **{"1__libtriton_mybackend.so": "example/libtriton_mybackend.so",
+                                                 "libtriton_mybackend.so": "example/libtriton_noexec.so"})
+    result = repo.check()
+    assert result.plan.dlopens[0].path == "/models/m/1/libtriton_mybackend.so" and not codes(result)
+
+
+@needs_root
+def test_co202_a_backend_without_the_execute_entry_point(repo):
+    repo.model("m", 'backend: "noexec"\n', **{"libtriton_noexec.so": "example/libtriton_noexec.so"})
+    result = repo.check()
+    assert codes(result) == {"CO202"}
+    confirm_check(result, str(repo.root))
+
+
+def test_co203_the_tensorflow_backend_is_gone_from_25_03(repo):
+    result = repo.model("m", 'platform: "tensorflow_savedmodel"\n').check(from_release("25.03"))
+    assert codes(result) == {"CO203"}
+    assert "not checked: loading and symbol resolution" in " ".join(result.notes)
+
+
+# -- loading -----------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_co301_a_missing_preload_is_ignored_by_ld_so_and_the_server_starts_without_it(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/nothere.so"]\n')
+    result = repo.check()
+    finding = only(result, "CO301")
+    assert "cannot be preloaded (cannot open shared object file): ignored." in finding.predicted
+    confirm_check(result, str(repo.root))
+
+
+@needs_root
+def test_co302_a_preload_whose_dependency_is_missing_stops_the_server(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/libtrt8_plugin.so"]\n')
+    repo.library("m/libtrt8_plugin.so", "example/libtrt8_plugin.so")
+    result = repo.check()
+    assert "CO302" in codes(result)
+    assert "error while loading shared libraries: libnvinfer.so.8" in only(result, "CO302").predicted
+    confirm_check(result, str(repo.root))
+
+
+@needs_root
+def test_co303_a_32_bit_op_library(repo):
+    lib = repo.library("m/ops/libw.so", "g/badc/libw.so")
+    result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert only(result, "CO303").predicted == f"{lib}: wrong ELF class: ELFCLASS32"
+    confirm_check(result, str(repo.root))
+
+
+@needs_root
+def test_co304_an_op_library_built_against_another_framework_version(repo):
+    lib = repo.library("m/ops/libop.so", "example/libtf_op_drift.so")
+    result = repo.model("m", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert only(result, "CO304").symbol.startswith("_ZN10tensorflow12RegisterOpV2")
+    confirm_check(result, str(repo.root))
+
+
+def test_co305_a_preloaded_library_with_a_missing_function_fails_only_when_called(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/libuf.so"]\n')
+    repo.library("m/libuf.so", "f/libuf.so")
+    result = repo.check()
+    assert codes(result) == {"CO305"} and only(result, "CO305").symbol == "missing_fn"
+
+
+def test_co306_from_a_profile_a_library_needing_a_newer_glibcxx(repo, tmp_path):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/libcxx.so"]\n')
+    repo.library("m/libcxx.so", "elf/libcxx11.so")
+    profile = tmp_path / "profile.json"
+    container = from_root(str(repo.root))
+    write_profile(container, str(profile))
+    data = profile.read_text().replace(container.facts.glibcxx, "GLIBCXX_3.4.9")
+    profile.write_text(data)
+    result = repo.check(read_profile(str(profile)))
+    assert "CO306" in codes(result) and only(result, "CO306").version.startswith("GLIBCXX_3.4.")
+
+
+def test_co307_a_preload_path_with_a_colon(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/a:b.so"]\n')
+    repo.library("m/a:b.so", "b/liba.so")
+    assert "CO307" in codes(repo.check())
+
+
+@needs_root
+def test_co308_an_onnxruntime_op_library_without_register_custom_ops(repo):
+    lib = repo.library("m/ops/libop.so", "example/libort_noentry.so")
+    result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert codes(result) == {"CO308"}
+    confirm_check(result, str(repo.root))
+
+
+# -- collisions --------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_co401_a_preload_overrides_a_framework_definition(repo):
+    repo.model("m", 'backend: "pytorch"\n').manifest('[host]\npreload = ["m/libc10_interposer.so"]\n')
+    repo.library("m/libc10_interposer.so", "example/libc10_interposer.so")
+    result = repo.check()
+    assert only(result, "CO401").symbol == "c10::check(int)"
+    confirm_check(result, str(repo.root))
+
+
+def test_co402_two_preloaded_libraries_define_the_same_strong_symbol(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/liba.so", "m/libb.so"]\n')
+    repo.library("m/liba.so", "b/liba.so")
+    repo.library("m/libb.so", "b/libb.so")
+    finding = only(repo.check(), "CO402")
+    assert finding.library == "/models/m/liba.so" and finding.symbol == "foo"
+
+
+def test_co405_gnu_unique_state_is_shared_between_two_op_libraries(repo):
+    a = repo.library("a/ops/libua.so", "d/libua.so")
+    b = repo.library("b/ops/libub.so", "d/libub.so")
+    repo.model("a", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{a}" }}\n')
+    repo.model("b", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{b}" }}\n')
+    finding = only(repo.check(), "CO405")
+    assert finding.library == a and finding.symbol == "counter()::c"
+
+
+def test_co407_two_different_files_with_one_soname(repo):
+    a = repo.library("a/ops/libv.so", "e/v12/libv.so")
+    b = repo.library("b/ops/libv.so", "e/v1only/libv.so")
+    repo.model("a", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{a}" }}\n')
+    repo.model("b", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{b}" }}\n')
+    assert "CO407" in codes(repo.check())
+
+
+# -- versions and hygiene ----------------------------------------------------------------------------
+
+
+def test_co501_a_plugin_built_for_another_tensorrt_major(repo):
+    repo.model("m", 'platform: "tensorrt_plan"\n', model_file="model.plan")
+    repo.manifest('[tensorrt]\nplugins = ["m/libplugin.so"]\n')
+    repo.library("m/libplugin.so", "example/libtrt8_plugin.so")
+    result = repo.check()
+    assert {"CO501", "CO302"} <= codes(result)
+    assert result.plan.server_args == ("--backend-config=tensorrt,plugins=/models/m/libplugin.so",)
+
+
+def test_a_plugin_for_the_containers_tensorrt_loads_cleanly(repo):
+    repo.model("m", 'platform: "tensorrt_plan"\n', model_file="model.plan")
+    repo.manifest('[tensorrt]\nplugins = ["m/libplugin.so"]\n')
+    repo.library("m/libplugin.so", "example/libtrt10_plugin.so")
+    assert not codes(repo.check())
+
+
+def test_co601_a_library_writable_by_others(repo):
+    lib = repo.library("m/ops/libop.so", "example/libort_op.so")
+    os.chmod(repo.models / "m" / "ops" / "libop.so", 0o666)
+    result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert "CO601" in codes(result)
+
+
+# -- suppression and severity ------------------------------------------------------------------------
+
+
+def test_an_ignore_entry_suppresses_by_code_and_symbol_glob(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest(
+        '[host]\npreload = ["m/liba.so", "m/libb.so"]\n[check]\nignore = [{ code = "CO402", symbol = "fo*" }]\n')
+    repo.library("m/liba.so", "b/liba.so")
+    repo.library("m/libb.so", "b/libb.so")
+    result = repo.check()
+    assert "CO402" not in codes(result) and [f.code for f in result.suppressed] == ["CO402"]
+
+
+def test_the_manifest_sets_the_failing_level(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[check]\nfail-on = "warning"\n')
+    assert load_manifest(str(repo.models / "customops.toml")).fail_on == Severity.WARNING
