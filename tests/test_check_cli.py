@@ -1,0 +1,140 @@
+"""customops check from the command line: formats, exit codes, errors, and a repository left untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft7Validator
+
+from fixtures.example import install
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "model_repository"
+SARIF_SCHEMA = ROOT.parent / "shared" / "data" / "sarif-schema-2.1.0.json"
+
+
+@pytest.fixture
+def example(tmp_path):
+    repo = tmp_path / "model_repository"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.so"))
+    container = install(repo)
+    return repo, container
+
+
+def customops(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(Path(os.environ.get("TMPDIR", "/tmp")) / "customops-test-cache")}
+    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def test_text_report_and_exit_status_1_for_errors(example):
+    repo, container = example
+    result = customops("check", str(repo), "--container-root", str(container))
+    assert result.returncode == 1, result.stderr
+    assert "CO308 error" in result.stdout and "FAIL" in result.stdout
+
+
+def test_json_report_is_versioned_and_lists_every_finding(example):
+    repo, container = example
+    result = customops("check", str(repo), "--container-root", str(container), "--format", "json")
+    report = json.loads(result.stdout)
+    assert report["schema"] == "customops.check/1" and report["summary"]["exit_code"] == 1
+    first = report["findings"][0]
+    assert {"code", "severity", "message", "model", "library", "symbol", "predicted", "evidence", "hint"} <= set(first)
+    assert report["plan"]["server_args"] == ["--backend-config=tensorrt,plugins=/models/segmenter_trt/plugins/"
+                                             "libtrt8_plugin.so"]
+
+
+def test_sarif_report_is_valid_and_points_at_repository_files(example):
+    repo, container = example
+    result = customops("check", str(repo), "--container-root", str(container), "--format", "sarif")
+    sarif = json.loads(result.stdout)
+    if SARIF_SCHEMA.exists():
+        Draft7Validator(json.loads(SARIF_SCHEMA.read_text())).validate(sarif)
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in sarif["runs"][0]["results"] if "locations" in r}
+    assert "detector_ort/ops/libort_noentry.so" in uris
+    assert all(not u.startswith("/") or "/opt/tritonserver" in u for u in uris)
+
+
+def test_junit_report_has_one_case_per_model(example):
+    repo, container = example
+    result = customops("check", str(repo), "--container-root", str(container), "--format", "junit")
+    suite = ET.fromstring(result.stdout)
+    names = {case.get("name"): case.find("failure") is not None for case in suite.iter("testcase")}
+    assert names["text_tf"] is False and names["detector_ort"] is True
+
+
+def test_github_annotations(example):
+    repo, container = example
+    result = customops("check", str(repo), "--container-root", str(container), "--format", "github")
+    assert any(line.startswith("::error file=detector_ort/ops/libort_noentry.so,title=CO308::")
+               for line in result.stdout.splitlines())
+
+
+def test_fail_on_warning_and_exit_0_when_clean(example, tmp_path):
+    repo, container = example
+    for name in os.listdir(repo):
+        if name not in ("text_tf", "ranker_pt"):
+            shutil.rmtree(repo / name) if (repo / name).is_dir() else (repo / name).unlink()
+    assert customops("check", str(repo), "--container-root", str(container)).returncode == 0
+
+
+def test_output_file(example, tmp_path):
+    repo, container = example
+    out = tmp_path / "report.json"
+    customops("check", str(repo), "--container-root", str(container), "--format", "json", "--output", str(out))
+    assert json.loads(out.read_text())["schema"] == "customops.check/1"
+
+
+def test_checking_never_modifies_the_repository(example):
+    repo, container = example
+
+    def snapshot() -> dict:
+        return {str(p): (p.stat().st_mode, p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+                for p in sorted(repo.rglob("*"))}
+
+    before = snapshot()
+    for fmt in ("text", "json", "sarif", "junit", "github"):
+        customops("check", str(repo), "--container-root", str(container), "--format", fmt)
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("check", "/nonexistent/repo", "--container-root", "/"), "/nonexistent/repo: model repository does not exist"),
+    (("check", "{repo}", "--container-root", "/nonexistent"), "/nonexistent: container root is not a directory"),
+    (("check", "{repo}", "--triton-release", "99.99"), "99.99: unknown Triton release"),
+    (("check", "{repo}", "--profile", "{repo}/customops.toml"), "not a customops profile"),
+    (("check", "{repo}", "--manifest", "/nonexistent.toml"), "/nonexistent.toml: manifest not found"),
+    (("scan", "{repo}/customops.toml"), "customops.toml: not an ELF file"),
+    (("explain", "CO999"), "unknown code 'CO999'"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(example, args, message):
+    repo, _container = example
+    result = customops(*(a.replace("{repo}", str(repo)) for a in args))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_manifest_with_an_unknown_key_is_exit_status_2(example):
+    repo, container = example
+    (repo / "customops.toml").write_text("[tensorrt]\nplugins = []\nloads = 1\n")
+    result = customops("check", str(repo), "--container-root", str(container))
+    assert result.returncode == 2 and "CO106 unknown key 'loads' in [tensorrt]" in result.stderr
+
+
+def test_explain_prints_the_template_for_every_code():
+    from customops.codes import CODES
+
+    listing = customops("explain").stdout
+    for code in CODES:
+        assert code in listing
+        text = customops("explain", code).stdout
+        for heading in ("What it detects", "Why it matters", "How to fix it", "How to suppress it"):
+            assert heading in text
