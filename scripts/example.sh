@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e .
+pip_quiet() { .venv/bin/python -m pip install -q "$@" > .venv/pip.log 2>&1 || { cat .venv/pip.log; exit 1; }; }
+pip_quiet --upgrade pip
+pip_quiet -e .
 container=$(.venv/bin/python -m fixtures.example)
 status=0
 .venv/bin/customops check examples/model_repository --container-root "$container" || status=$?

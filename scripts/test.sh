@@ -20,8 +20,9 @@ fi
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test,torch,tensorflow,onnxruntime]"
+pip_quiet() { .venv/bin/python -m pip install -q "$@" > .venv/pip.log 2>&1 || { cat .venv/pip.log; exit 1; }; }
+pip_quiet --upgrade pip
+pip_quiet -e ".[test,torch,tensorflow,onnxruntime]"
 # published TensorFlow op libraries; --no-deps because it requires `tensorflow`, not tensorflow-cpu
-.venv/bin/python -m pip install -q --no-deps "tensorflow-text==2.21.1"
+pip_quiet --no-deps "tensorflow-text==2.21.1"
 .venv/bin/python -m pytest -n 2 "$@"
