@@ -25,4 +25,6 @@ pip_quiet --upgrade pip
 pip_quiet -e ".[test,torch,tensorflow,onnxruntime]"
 # published TensorFlow op libraries; --no-deps because it requires `tensorflow`, not tensorflow-cpu
 pip_quiet --no-deps "tensorflow-text==2.21.1"
+# a published ONNX Runtime custom-op library
+pip_quiet onnxruntime-extensions
 .venv/bin/python -m pytest -n 2 "$@"

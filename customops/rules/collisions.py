@@ -73,15 +73,25 @@ def _pair(code: str, first: str, second: str, names: list[str], custom: dict) ->
                                               *(f"symbol: {n}" for n in names[:SHOWN])))
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """ld.so tells files apart by device and inode (_dl_file_id_match_p), not by path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _same_soname(prediction: Prediction, custom: dict) -> list[Finding]:  # type: ignore[type-arg]
-    by_soname: dict[str, set[str]] = defaultdict(set)
+    by_soname: dict[str, dict[tuple[int, int] | None, str]] = defaultdict(dict)
     for obj in prediction.objects:
         if obj.soname:
-            by_soname[obj.soname].add(os.path.realpath(obj.path))
+            by_soname[obj.soname][_identity(obj.path)] = obj.name
     findings = []
     for path, step in custom.items():
         soname = _soname_of(step.source)
-        others = by_soname.get(soname or "", set()) - {os.path.realpath(step.source)}
+        files = by_soname.get(soname or "", {})
+        others = {name for identity, name in files.items() if identity != _identity(step.source)}
         if soname and others:
             findings.append(Finding(
                 "CO407", f"{path} has SONAME {soname}, as a different loaded file does; every DT_NEEDED entry "

@@ -1,0 +1,145 @@
+"""customops check against a container root assembled from the real framework wheels (torch 2.13.0 CPU,
+tensorflow-cpu, onnxruntime laid out as /opt/tritonserver/backends/<name>/) with real published custom-op
+libraries; its verdicts must match what the real frameworks do when they load the same libraries."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from customops.check import run_check
+from customops.container import from_root
+from customops.manifest import load_manifest
+
+pytestmark = pytest.mark.frameworks
+SRC = Path(__file__).resolve().parent.parent / "fixtures" / "src"
+LOAD_ERRORS = {"CO301", "CO302", "CO303", "CO304", "CO306", "CO308"}
+
+
+def package(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip(f"{name} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def place(source: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
+def stub_backend(directory: Path, name: str, *framework_libs: str) -> None:
+    """libtriton_<name>.so linking the real framework libraries, as the real backends do (RUNPATH $ORIGIN)."""
+    triton_lib = directory.parent.parent / "lib"
+    cmd = ["gcc", "-shared", "-fPIC", "-o", str(directory / f"libtriton_{name}.so"), str(SRC / "backend.c"),
+           "-Wl,--no-as-needed", f"-L{directory}", *(f"-l:{lib}" for lib in framework_libs), f"-L{triton_lib}",
+           "-l:libtritonserver.so", "-Wl,--enable-new-dtags,-rpath,$ORIGIN"]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def real_container(tree, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("real") / "root"
+    shutil.copytree(tree / "container", root, symlinks=True)
+    backends = root / "opt/tritonserver/backends"
+    shutil.rmtree(backends)
+    ort = package("onnxruntime") / "capi"
+    (lib,) = ort.glob("libonnxruntime.so.1.*")
+    place(lib, backends / "onnxruntime" / lib.name)
+    (backends / "onnxruntime" / "libonnxruntime.so.1").symlink_to(lib.name)
+    stub_backend(backends / "onnxruntime", "onnxruntime", lib.name)
+    tf = package("tensorflow")
+    for name in ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2"):
+        place(tf / name, backends / "tensorflow" / name)
+    stub_backend(backends / "tensorflow", "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
+    torch_lib = package("torch") / "lib"
+    for lib in torch_lib.glob("*.so*"):
+        place(lib, backends / "pytorch" / lib.name)
+    stub_backend(backends / "pytorch", "pytorch", "libtorch.so", "libtorch_cpu.so", "libc10.so")
+    return root
+
+
+def repository(root: Path, models: dict[str, tuple[str, Path]], manifest: str = "") -> Path:
+    repo = root / "models"
+    shutil.rmtree(repo, ignore_errors=True)
+    for name, (backend, op_library) in models.items():
+        (repo / name / "1").mkdir(parents=True)
+        dest = repo / name / "ops" / op_library.name
+        place(op_library, dest)
+        (repo / name / "config.pbtxt").write_text(
+            f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "/models/{name}/ops/{op_library.name}" }}\n')
+    (repo / "customops.toml").write_text(manifest)
+    return repo
+
+
+def predicted_ok(result, container_path: str) -> bool:  # type: ignore[no-untyped-def]
+    return not [f for f in result.findings if f.library == container_path and f.code in LOAD_ERRORS]
+
+
+def really_loads(code: str) -> tuple[bool, str]:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return proc.returncode == 0, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+
+
+def test_verdicts_match_the_real_frameworks(real_container):
+    ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
+    extensions = Path(importlib.util.find_spec("onnxruntime_extensions").origin).parent  # type: ignore[union-attr]
+    (ext_lib,) = extensions.glob("_extensions_pydll*.so")
+    c10 = package("torch") / "lib" / "libc10.so"
+    aoti = package("torch") / "lib" / "libaoti_custom_ops.so"
+    repo = repository(real_container, {"tf_text": ("tensorflow", ngrams), "ort_ext": ("onnxruntime", ext_lib),
+                                       "ort_wrong": ("onnxruntime", c10)})
+    place(aoti, repo / "pt_ops" / aoti.name)
+    (repo / "pt_ops" / "1").mkdir()
+    (repo / "pt_ops" / "config.pbtxt").write_text('backend: "pytorch"\n')
+    # The frameworks below run in a Python process, where libpython is in the global scope; the server gets
+    # the same only by preloading it, as Triton's own QA does for op libraries that import Python symbols.
+    libpython = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
+    place(libpython, repo / "host" / libpython.name)
+    (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt_ops/{aoti.name}"]\n'
+                                         f'[host]\npreload = ["host/{libpython.name}"]\n')
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_container)), ())
+    expectations = {
+        f"/models/tf_text/ops/{ngrams.name}": f"import tensorflow as tf; tf.load_op_library({str(ngrams)!r})",
+        f"/models/ort_ext/ops/{ext_lib.name}": ("import onnxruntime as o; s = o.SessionOptions(); "
+                                                f"s.register_custom_ops_library({str(ext_lib)!r})"),
+        f"/models/ort_wrong/ops/{c10.name}": ("import onnxruntime as o; s = o.SessionOptions(); "
+                                              f"s.register_custom_ops_library({str(c10)!r})"),
+        f"/models/pt_ops/{aoti.name}": f"import torch; torch.ops.load_library({str(aoti)!r})",
+    }
+    verdicts = {path: (predicted_ok(result, path), really_loads(code)) for path, code in expectations.items()}
+    for path, (predicted, (real, message)) in verdicts.items():
+        assert predicted == real, f"{path}: customops predicted {'success' if predicted else 'failure'}; {message}"
+    assert [f.code for f in result.findings if f.library == f"/models/ort_wrong/ops/{c10.name}"] == ["CO308"]
+    assert sum(1 for p, (ok, _) in verdicts.items() if ok) == 3
+
+
+def test_a_tensorflow_op_library_under_onnxruntime_fails_as_onnxruntime_reports(real_container):
+    ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
+    repo = repository(real_container, {"ort_tf": ("onnxruntime", ngrams)})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_container)), ())
+    (finding,) = [f for f in result.findings if f.code in LOAD_ERRORS]
+    assert finding.code == "CO302"
+    real_ok, message = really_loads("import onnxruntime as o; s = o.SessionOptions(); "
+                                    f"s.register_custom_ops_library({str(ngrams)!r})")
+    assert not real_ok and finding.predicted in message
+
+
+def test_an_onnxruntime_op_library_that_imports_python_symbols_fails_in_a_server_without_libpython(real_container):
+    extensions = Path(importlib.util.find_spec("onnxruntime_extensions").origin).parent  # type: ignore[union-attr]
+    (ext_lib,) = extensions.glob("_extensions_pydll*.so")
+    repo = repository(real_container, {"ort_ext": ("onnxruntime", ext_lib)})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_container)), ())
+    (finding,) = [f for f in result.findings if f.code in LOAD_ERRORS]
+    assert finding.code == "CO304" and finding.symbol.startswith("Py")
