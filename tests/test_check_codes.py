@@ -190,11 +190,27 @@ def test_co303_a_32_bit_op_library(repo):
 
 
 @needs_root
-def test_co304_an_op_library_built_against_another_framework_version(repo):
+def test_co304_an_op_library_needing_data_that_nothing_defines(repo):
+    lib = repo.library("m/ops/libop.so", "f/libu.so")
+    result = repo.model("m", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert only(result, "CO304").predicted == f"{lib}: undefined symbol: missing_var"
+    confirm_check(result, str(repo.root))
+
+
+@needs_root
+def test_co504_an_op_library_built_against_another_framework_version(repo):
     lib = repo.library("m/ops/libop.so", "example/libtf_op_drift.so")
     result = repo.model("m", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
-    assert only(result, "CO304").symbol.startswith("_ZN10tensorflow12RegisterOpV2")
+    finding = only(result, "CO504")
+    assert finding.symbol.startswith("_ZN10tensorflow12RegisterOpV2")
+    assert "another version of libtensorflow_framework.so.2" in finding.message
     confirm_check(result, str(repo.root))
+
+
+def test_co503_an_op_library_built_with_the_old_string_abi(repo):
+    lib = repo.library("m/ops/libop.so", "example/libtf_op_oldabi.so")
+    result = repo.model("m", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert "pre-C++11 std::string ABI" in only(result, "CO503").message
 
 
 def test_co305_a_preloaded_library_with_a_missing_function_fails_only_when_called(repo):

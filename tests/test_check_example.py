@@ -18,7 +18,7 @@ from fixtures.example import install
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "model_repository"
 EXPECTED = {
     "detector_ort": {"CO308"},
-    "drift_tf": {"CO304"},
+    "drift_tf": {"CO504"},
     "legacy": {"CO202"},
     "segmenter_trt": {"CO302", "CO501"},
     "tokenizer_ort": {"CO301", "CO104"},

@@ -76,8 +76,9 @@ def repository(root: Path, models: dict[str, tuple[str, Path]], manifest: str = 
         (repo / name / "1").mkdir(parents=True)
         dest = repo / name / "ops" / op_library.name
         place(op_library, dest)
+        library = f"/models/{name}/ops/{op_library.name}"
         (repo / name / "config.pbtxt").write_text(
-            f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "/models/{name}/ops/{op_library.name}" }}\n')
+            f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "{library}" }}\n')
     (repo / "customops.toml").write_text(manifest)
     return repo
 

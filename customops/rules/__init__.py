@@ -14,6 +14,7 @@ def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadS
     findings = loading.check(plan, prediction, outcomes, ctx)
     findings += collisions.check(plan, prediction, ctx)
     findings += versions.check(plan, ctx, reader, loaded=True)
+    findings += versions.string_abi(plan, prediction, ctx, reader)
     findings += hygiene.check(plan, prediction, ctx)
     return findings
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from customops.findings import Finding
@@ -98,6 +99,13 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
                        version=name, predicted=message, **_about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
+        framework = _framework_of(first, outcome, ctx)
+        if framework:
+            missing = len(outcome.unresolved)
+            return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
+                                    f"{missing} of its symbols are missing there, first {_shown(first)}",
+                           symbol=first.symbol.decode("utf-8", "replace"), version=first.version, predicted=message,
+                           evidence=_symbols(outcome.unresolved), **_about(step))
         return Finding("CO304", f"{_what(step)}: {len(outcome.unresolved)} undefined symbol(s), first "
                                 f"{_shown(first)}", symbol=first.symbol.decode("utf-8", "replace"),
                        version=first.version, predicted=message, evidence=_symbols(outcome.unresolved),
@@ -113,6 +121,39 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
         return Finding("CO306", f"{_what(step)} crashes ld.so: a versioned symbol's provider has no version "
                                 "information", predicted=message, **_about(step))
     return Finding("CO304", f"{_what(step)} fails to load: {message}", predicted=message, **_about(step))
+
+
+def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context) -> str | None:
+    """The container framework library (a DT_NEEDED entry found in a backend directory) that exports the
+    missing symbol's namespace: the library was built against another version of it. Decided from the
+    demangled name and the framework's own symbols, with no list of frameworks."""
+    name = demangle(binding.symbol)
+    if "::" not in name:
+        return None
+    namespace = name.split("::", 1)[0]
+    target = ctx.container.target  # type: ignore[attr-defined]
+    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
+    from customops.errors import ElfError
+    from customops.scanners.elfcache import ElfReader
+
+    host = target.host_path(outcome.request)
+    if host is None:
+        return None
+    try:
+        needed = ElfReader().read(host).needed
+    except ElfError:
+        return None
+    mangled = f"_ZN{len(namespace)}{namespace}".encode()
+    for directory in sorted(os.listdir(target.host_path(backend_dir) or "/nonexistent")):
+        for name in needed:
+            candidate = target.host_path(f"{backend_dir}/{directory}/{name}")
+            if candidate:
+                try:
+                    if ElfReader().read(candidate).symbols.names_containing(mangled).any():
+                        return name
+                except ElfError:
+                    continue
+    return None
 
 
 def _startup(outcome: StepOutcome, plan: LoadPlan) -> list[Finding]:

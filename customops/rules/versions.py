@@ -6,6 +6,7 @@ file names and version definitions (customops.container). No table of particular
 
 from __future__ import annotations
 
+import os
 import re
 
 from customops.errors import ElfError
@@ -15,6 +16,39 @@ from customops.scan import version_key, version_maxima
 from customops.scanners.elfcache import ElfReader
 
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
+
+
+def string_abi(plan: LoadPlan, prediction, ctx: Context, reader: ElfReader) -> list[Finding]:  # type: ignore[no-untyped-def]
+    """CO503: a library whose std::string references use one libstdc++ ABI, linked against a framework
+    library (from the container) that defines only the other."""
+    from customops.scan import cxx_abi
+
+    def abi(path: str) -> dict:
+        return reader.facts(reader.read(path), "cxx-abi", lambda i: cxx_abi(i).__dict__)
+
+    loaded = {os.path.basename(o.name): o for o in prediction.objects}
+    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
+    findings = []
+    for step in (*plan.preloads, *plan.dlopens):
+        if step.purpose == "backend library":
+            continue
+        try:
+            info = reader.read(step.source)
+            mine = abi(step.source)
+        except ElfError:
+            continue
+        for needed in info.needed:
+            obj = loaded.get(needed)
+            if obj is None or not obj.name.startswith(backend_dir + "/"):
+                continue
+            theirs = abi(obj.path)
+            old_vs_new = mine["undefined_old"] and not theirs["defined_old"] and theirs["defined_cxx11"]
+            new_vs_old = mine["undefined_cxx11"] and not theirs["defined_cxx11"] and theirs["defined_old"]
+            if old_vs_new or new_vs_old:
+                flavour, other = ("pre-C++11", "C++11") if old_vs_new else ("C++11", "pre-C++11")
+                findings.append(_finding("CO503", step, f"{step.path} uses the {flavour} std::string ABI; {needed} "
+                                                        f"in the container uses the {other} one"))
+    return findings
 
 
 def check(plan: LoadPlan, ctx: Context, reader: ElfReader, loaded: bool) -> list[Finding]:
