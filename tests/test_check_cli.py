@@ -49,6 +49,10 @@ def test_json_report_is_versioned_and_lists_every_finding(example):
     assert {"code", "severity", "message", "model", "library", "symbol", "predicted", "evidence", "hint"} <= set(first)
     assert report["plan"]["server_args"] == ["--backend-config=tensorrt,plugins=/models/segmenter_trt/plugins/"
                                              "libtrt8_plugin.so"]
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((ROOT / "customops" / "schemas" / "check-1.json").read_text())
+    Draft202012Validator(schema).validate(report)
 
 
 def test_sarif_report_is_valid_and_points_at_repository_files(example):

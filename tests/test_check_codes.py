@@ -324,3 +324,14 @@ def test_an_ignore_entry_suppresses_by_code_and_symbol_glob(repo):
 def test_the_manifest_sets_the_failing_level(repo):
     repo.model("m", 'backend: "onnxruntime"\n').manifest('[check]\nfail-on = "warning"\n')
     assert load_manifest(str(repo.models / "customops.toml")).fail_on == Severity.WARNING
+
+
+def test_a_python_based_backend_is_served_by_libtriton_python(repo):
+    backend = repo.root / "opt/tritonserver/backends"
+    (backend / "mypy").mkdir()
+    (backend / "mypy" / "model.py").write_text("# a Python-based backend\n")
+    (backend / "python").mkdir()
+    shutil.copy2(repo.tree / "example/libtriton_mybackend.so", backend / "python" / "libtriton_python.so")
+    result = repo.model("m", 'backend: "mypy"\n').check()
+    assert result.plan.dlopens[0].path == "/opt/tritonserver/backends/python/libtriton_python.so"
+    assert not codes(result)
