@@ -32,12 +32,13 @@ class CheckResult:
 
 def run_check(repositories: list[str], manifest: Manifest, container: Container, mounts: tuple[tuple[str, str], ...],
               config_name: str | None = None, only_models: set[str] | None = None,
-              reader: ElfReader | None = None, extra_preload: str | None = None) -> CheckResult:
+              reader: ElfReader | None = None, extra_preload: str | None = None,
+              server_plugins: tuple[str, ...] = ()) -> CheckResult:
     reader = reader or ElfReader()
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
     models = [m for repo in repositories for m in read_repository(repo, config_name, only_models)]
-    ctx = Context(container, manifest, mounts)
+    ctx = Context(container, manifest, mounts, server_plugins=server_plugins)
     plan, findings = build_plan(models, ctx)
     notes: list[str] = []
     prediction = None

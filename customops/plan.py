@@ -78,6 +78,7 @@ class Context:
     manifest: object  # customops.manifest.Manifest
     mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory)
     server_cwd: str = "/opt/tritonserver"  # the NGC images' working directory; relative dlopen paths start here
+    server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
 
     def container_path(self, host_path: str) -> str:
         """A checkout path as the server sees it (the longest mounted host prefix wins)."""

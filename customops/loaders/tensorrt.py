@@ -22,9 +22,12 @@ def process(ctx: Context) -> LoaderResult:
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
-    manifest = ctx.manifest
-    if not first or manifest.trt_load != "backend-config":  # type: ignore[attr-defined]
+    """At the first TensorRT model: the plugins of the command line's plugins= setting, then the manifest's."""
+    if not first:
         return LoaderResult()
+    manifest = ctx.manifest
+    ours = manifest.trt_plugins if manifest.trt_load == "backend-config" else ()  # type: ignore[attr-defined]
+    paths = dict.fromkeys([*ctx.server_plugins, *(ctx.container_path(p) for p in ours)])
     return LoaderResult(steps=tuple(
-        LoadStep(ctx.container_path(p), p, "tensorrt", "plugin library", model=model.name, caller=library)
-        for p in manifest.trt_plugins))  # type: ignore[attr-defined]
+        LoadStep(path, ctx.source(path), "tensorrt", "plugin library", model=model.name, caller=library)
+        for path in paths))

@@ -1,0 +1,62 @@
+"""customops launch [options] -- tritonserver [args]: check, then exec the server with the right environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("launch", help="check, then exec tritonserver with the environment it needs",
+                       description=__doc__)
+    _options(p)
+    p.add_argument("--warn-only", action="store_true", help="start the server even if the check fails")
+    p.add_argument("--no-check", action="store_true", help="skip the check, only assemble the environment")
+    p.add_argument("--dry-run", action="store_true", help="print the command line instead of running it")
+    p.set_defaults(run=run)
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--container-root", default="/", metavar="DIR", help="default: / (inside the container)")
+    p.add_argument("--manifest", metavar="FILE")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"))
+    p.add_argument("--existing-preload", choices=("first", "last"), default="last",
+                   help="where LD_PRELOAD entries already in the environment go (default: after customops')")
+    p.add_argument("server", nargs=argparse.REMAINDER, metavar="-- TRITONSERVER [ARG...]")
+
+
+def server_argv(args: argparse.Namespace) -> list[str]:
+    argv = list(args.server)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    from customops.codes import Severity
+    from customops.launch import prepare
+
+    launch = prepare(server_argv(args), args.container_root, args.manifest,
+                     Severity.parse(args.fail_on) if args.fail_on else None, run_the_check=not args.no_check,
+                     existing_preload=args.existing_preload)
+    for note in launch.notes:
+        print(f"customops: note: {note}", file=sys.stderr)
+    if launch.blocking:
+        from rich.console import Console
+
+        from customops.report.check import render_text
+
+        assert launch.check is not None
+        render_text(launch.check, min(f.level for f in launch.blocking), 1, None, Console(stderr=True, soft_wrap=True))
+        if not args.warn_only:
+            print("customops: not starting the server: the check predicts failures (--warn-only starts it anyway)",
+                  file=sys.stderr)
+            return 1
+    if args.dry_run:
+        print(launch.command_line())
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(launch.argv[0], launch.argv, {**os.environ, **launch.environment})
+    return 0  # not reached

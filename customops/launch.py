@@ -1,0 +1,108 @@
+"""`customops launch`: check, then exec tritonserver with the environment and arguments the loaders need.
+
+LD_PRELOAD: customops' entries (manifest [host], [tensorflow], [pytorch], [tensorrt] with load = "preload",
+in that order, de-duplicated, absolute) come before the entries already in the environment, as Triton's
+docs write it (`LD_PRELOAD=libcustom.so:${LD_PRELOAD}`); `--existing-preload first` puts them after.
+LD_LIBRARY_PATH gets backends/pytorch or backends/tensorflow only when a preload needs them. TensorRT
+plugins loaded through the backend become `--backend-config=tensorrt,plugins=...`, merged into the
+user's own setting when there is one. Nothing else in the command line changes.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+from customops.check import CheckResult, build_plan, run_check
+from customops.codes import Severity
+from customops.container import DEFAULT_BACKEND_DIR, from_root
+from customops.errors import CustomopsError
+from customops.findings import Finding
+from customops.manifest import find_manifest, load_manifest
+from customops.plan import Context
+from customops.repository import read_repository
+from customops.serverargs import parse, with_plugins
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    environment: dict[str, str]  # the variables customops sets (the rest of the environment is inherited)
+    added_args: list[str]  # server arguments customops added or changed
+    check: CheckResult | None
+    blocking: list[Finding]
+    notes: list[str]
+
+    def command_line(self) -> str:
+        """Copy-pasteable: `env VAR=... tritonserver ...` reproduces the launch."""
+        assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
+        return " ".join(["env", *assignments, *map(shlex.quote, self.argv)]) if assignments \
+            else " ".join(map(shlex.quote, self.argv))
+
+    def exports(self) -> str:
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
+        lines += [f"# and give tritonserver: {shlex.quote(a)}" for a in self.added_args]
+        return "\n".join(lines)
+
+
+def prepare(server_argv: list[str], container_root: str = "/", manifest_path: str | None = None,
+            fail_on: Severity | None = None, run_the_check: bool = True, existing_preload: str = "last",
+            environ: dict[str, str] | None = None) -> Launch:
+    environ = dict(os.environ if environ is None else environ)
+    args = parse(server_argv)
+    root = os.path.abspath(container_root)
+    host_repositories = [_host(root, r) for r in args.repositories]
+    backend_dir = args.backend_directory or DEFAULT_BACKEND_DIR
+    container = from_root(root, backend_dir)
+    manifest = load_manifest(manifest_path or find_manifest([r for r in host_repositories if os.path.isdir(r)]))
+    notes: list[str] = []
+    if args.control_mode == "explicit" and not args.load_models:
+        notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
+    only = args.models_to_check
+    check = None
+    if run_the_check:
+        existing_plugins = args.setting("tensorrt", "plugins")
+        check = run_check(host_repositories, manifest, container, (), args.model_config_name,
+                          only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
+                          server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
+                          if existing_plugins else ())
+        plan = check.plan
+    else:
+        ctx = Context(container, manifest, ())
+        models = [m for r in host_repositories for m in read_repository(r, args.model_config_name, only)]
+        plan, _ = build_plan(models, ctx)
+    ours = [s.path for s in plan.preloads]
+    for path in ours:
+        if " " in path or ":" in path or not path.startswith("/"):
+            raise CustomopsError(f"CO307 LD_PRELOAD entry {path!r} is unusable (relative, or contains a space or "
+                                 "a colon, which ld.so treats as separators)")
+    environment: dict[str, str] = {}
+    existing = [p for p in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
+    if ours:
+        merged = [*ours, *existing] if existing_preload == "last" else [*existing, *ours]
+        environment["LD_PRELOAD"] = ":".join(dict.fromkeys(merged))
+    if plan.library_path:
+        current = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+        environment["LD_LIBRARY_PATH"] = ":".join(dict.fromkeys([*plan.library_path, *current]))
+    plugins = _plugins(manifest, root)
+    argv = with_plugins(args, plugins)
+    threshold = fail_on if fail_on is not None else manifest.fail_on
+    blocking = [f for f in check.findings if f.level >= threshold] if check else []
+    added = [a for a in argv if a not in server_argv]
+    return Launch(argv, environment, added, check, blocking, notes + (check.notes if check else []))
+
+
+def _plugins(manifest, root: str) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+    if manifest.trt_load != "backend-config":
+        return ()
+    return tuple(_container(root, p) for p in manifest.trt_plugins)
+
+
+def _host(root: str, path: str) -> str:
+    """A container path as seen from here (the same path when checking the container we run in)."""
+    return path if root == "/" else root.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _container(root: str, path: str) -> str:
+    return path if root == "/" or not path.startswith(root.rstrip("/") + "/") else path[len(root.rstrip("/")):]
