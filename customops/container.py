@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 
 from customops.errors import InputError
@@ -20,7 +20,6 @@ from customops.scanners.target import LinkerTarget, live_target, target_for_root
 TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIR = f"{TRITON_HOME}/backends"
 SERVER = f"{TRITON_HOME}/bin/tritonserver"
-PROFILE_SCHEMA = "customops.profile/1"
 
 
 @dataclass(frozen=True)
@@ -149,28 +148,30 @@ def from_release(release: str) -> Container:
 
 
 def write_profile(container: Container, path: str, server_args: tuple[str, ...] = ()) -> None:
-    data = {"schema": PROFILE_SCHEMA, "facts": asdict(container.facts), "backend_dir": container.backend_dir,
-            "server": container.server, "server_args": list(server_args)}
-    with open(path, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    from customops import profile
+
+    profile.write(profile.create(container, server_args), path)
 
 
-def read_profile(path: str) -> Container:
+def read_profile(path: str, cache_dir: str | None = None) -> Container:
+    """A profile's container: on the skeleton of its libraries when it has them, else its facts only."""
+    from pathlib import Path
+
+    from customops import profile
+    from customops.scanners.elfcache import default_cache_dir
+
+    data = profile.read(path)
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise InputError(path, exc.strerror or str(exc)) from None
-    except ValueError as exc:
-        raise InputError(path, f"not a customops profile (invalid JSON: {exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != PROFILE_SCHEMA:
-        raise InputError(path, f"not a customops profile (expected schema {PROFILE_SCHEMA})")
-    facts = data["facts"]
-    facts["backends"] = tuple(facts.get("backends", ()))
-    facts["absent_backends"] = tuple(facts.get("absent_backends", ()))
-    facts["missing"] = ("loading and symbol resolution (the profile holds the container's facts, not its "
-                        "libraries: use --container-root to check loading)",)
-    facts["source"] = "profile"
-    return Container(ContainerFacts(**facts), None, data.get("backend_dir", DEFAULT_BACKEND_DIR),
-                     data.get("server"), tuple(data.get("server_args", ())))
+        facts = dict(data["facts"])
+        facts["backends"] = tuple(facts.get("backends", ()))
+        facts["absent_backends"] = tuple(facts.get("absent_backends", ()))
+        facts["source"] = "profile"
+        skeleton = profile.materialize(data, Path(cache_dir) if cache_dir else default_cache_dir())
+        facts["missing"] = () if skeleton else (
+            "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
+        known = ContainerFacts(**{k: v for k, v in facts.items() if k in ContainerFacts.__dataclass_fields__})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(path, f"damaged customops profile ({exc})") from None
+    target = target_for_root(skeleton) if skeleton else None
+    return Container(known, target, data.get("backend_dir", DEFAULT_BACKEND_DIR), data.get("server"),
+                     tuple(data.get("server_args", ())))

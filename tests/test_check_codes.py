@@ -3,6 +3,7 @@ where a runtime behaviour exists, confirmed by the real loader running the same 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -220,15 +221,17 @@ def test_co305_a_preloaded_library_with_a_missing_function_fails_only_when_calle
     assert codes(result) == {"CO305"} and only(result, "CO305").symbol == "missing_fn"
 
 
-def test_co306_from_a_profile_a_library_needing_a_newer_glibcxx(repo, tmp_path):
+def test_co306_from_a_facts_only_profile_a_library_needing_a_newer_glibcxx(repo, tmp_path):
     repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/libcxx.so"]\n')
     repo.library("m/libcxx.so", "elf/libcxx11.so")
     profile = tmp_path / "profile.json"
     container = from_root(str(repo.root))
     write_profile(container, str(profile))
-    data = profile.read_text().replace(container.facts.glibcxx, "GLIBCXX_3.4.9")
-    profile.write_text(data)
-    result = repo.check(read_profile(str(profile)))
+    data = json.loads(profile.read_text())
+    del data["files"]  # facts only: the glibc/libstdc++ maxima decide
+    data["facts"]["glibcxx"] = "GLIBCXX_3.4.9"
+    profile.write_text(json.dumps(data))
+    result = repo.check(read_profile(str(profile), str(tmp_path / "cache")))
     assert "CO306" in codes(result) and only(result, "CO306").version.startswith("GLIBCXX_3.4.")
 
 
@@ -335,3 +338,29 @@ def test_a_python_based_backend_is_served_by_libtriton_python(repo):
     result = repo.model("m", 'backend: "mypy"\n').check()
     assert result.plan.dlopens[0].path == "/opt/tritonserver/backends/python/libtriton_python.so"
     assert not codes(result)
+
+
+def test_a_profile_checks_loading_exactly_as_the_container_does(repo, tmp_path):
+    """The profile keeps only what ld.so reads of each library; its skeleton gives the same verdicts."""
+    lib = repo.library("m/ops/libop.so", "example/libtf_op_drift.so")
+    repo.model("m", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{lib}" }}\n')
+    repo.model("n", 'backend: "noexec"\n', **{"libtriton_noexec.so": "example/libtriton_noexec.so"})
+    repo.model("o", 'backend: "pytorch"\n').manifest('[host]\npreload = ["o/libc10_interposer.so"]\n')
+    repo.library("o/libc10_interposer.so", "example/libc10_interposer.so")
+    direct = repo.check()
+    profile = tmp_path / "profile.json"
+    container = from_root(str(repo.root))
+    write_profile(container, str(profile))
+    moved = tmp_path / "checkout"
+    shutil.move(str(repo.models), moved)  # CI has a checkout and the profile, not the container
+    shutil.rmtree(repo.root)
+    from customops.check import default_mounts
+
+    via_profile = read_profile(str(profile), str(tmp_path / "cache"))
+    result = run_check([str(moved)], load_manifest(str(moved / "customops.toml")), via_profile,
+                       default_mounts([str(moved)], via_profile))
+    assert [(f.code, f.model, f.predicted) for f in result.findings] == \
+        [(f.code, f.model, f.predicted) for f in direct.findings]
+    assert {f.code for f in direct.findings} == {"CO504", "CO202", "CO401"}
+    size = profile.stat().st_size
+    assert size < 2_000_000, f"profile of the fixture container is {size} bytes"

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise CustomopsError("no model repository given")
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     if args.profile:
-        container = read_profile(args.profile)
+        container = read_profile(args.profile, str(args.cache_dir) if args.cache_dir else None)
     elif args.triton_release:
         container = from_release(args.triton_release)
     else:

@@ -627,12 +627,33 @@ def parse_elf(path: str, data: mmap.mmap | bytes, identity: FileIdentity) -> Elf
         raise ElfError(path, f"malformed ELF file ({exc})") from None
 
 
+def loader_ranges(path: str) -> list[tuple[int, int]]:
+    """The byte ranges of a file the dynamic linker reads (and this reader parses), relocations aside:
+    what a container profile keeps of each library. Merged, sorted (offset, length) pairs."""
+    data, identity = open_mapped(path)
+    parser = _Parser(path, data, identity)
+    parser.touched = [(0, 16)]
+    try:
+        parser.parse()
+    except (struct.error, ValueError, IndexError, OverflowError, TypeError, UnicodeError) as exc:
+        raise ElfError(path, f"malformed ELF file ({exc})") from None
+    merged: list[tuple[int, int]] = []
+    for start, length in sorted(parser.touched):
+        if merged and start <= merged[-1][0] + merged[-1][1]:
+            last_start, last_length = merged[-1]
+            merged[-1] = (last_start, max(last_length, start + length - last_start))
+        elif length:
+            merged.append((start, length))
+    return merged
+
+
 class _Parser:
     def __init__(self, path: str, data: mmap.mmap | bytes, identity: FileIdentity) -> None:
         self.path = path
         self.data = data
         self.size = len(data)
         self.identity = identity
+        self.touched: list[tuple[int, int]] | None = None
 
     def fail(self, reason: str) -> ElfError:
         return ElfError(self.path, reason)
@@ -640,6 +661,8 @@ class _Parser:
     def need(self, offset: int, length: int, what: str) -> None:
         if offset < 0 or length < 0 or offset + length > self.size:
             raise self.fail(f"{what} lies past the end of the file (offset {offset}, {length} bytes)")
+        if self.touched is not None and what != "relocation table":
+            self.touched.append((offset, length))
 
     # -- header ------------------------------------------------------------------------------
     def parse(self) -> ElfInfo:
