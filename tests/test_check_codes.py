@@ -269,6 +269,21 @@ def test_co402_two_preloaded_libraries_define_the_same_strong_symbol(repo):
     assert finding.library == "/models/m/liba.so" and finding.symbol == "foo"
 
 
+def test_co403_two_preloads_define_one_data_object_with_different_sizes(repo):
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/libtable4.so", "m/libtable8.so"]\n')
+    repo.library("m/libtable4.so", "example/libtable4.so")
+    repo.library("m/libtable8.so", "example/libtable8.so")
+    finding = only(repo.check(), "CO403")
+    assert finding.symbol == "shared_table" and "size 16" in finding.message and "size 32" in finding.message
+
+
+def test_co404_an_op_library_bundling_its_own_copy_of_a_framework_function(repo):
+    lib = repo.library("m/ops/libop.so", "example/libtf_op_bundled.so")
+    result = repo.model("m", f'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    finding = only(result, "CO404")
+    assert finding.library == lib and finding.symbol.startswith("tensorflow::RegisterOp")
+
+
 def test_co405_gnu_unique_state_is_shared_between_two_op_libraries(repo):
     a = repo.library("a/ops/libua.so", "d/libua.so")
     b = repo.library("b/ops/libub.so", "d/libub.so")
@@ -296,6 +311,23 @@ def test_co501_a_plugin_built_for_another_tensorrt_major(repo):
     result = repo.check()
     assert {"CO501", "CO302"} <= codes(result)
     assert result.plan.server_args == ("--backend-config=tensorrt,plugins=/models/m/libplugin.so",)
+
+
+def test_co502_an_op_library_built_for_another_cuda_major(repo):
+    lib = repo.library("m/ops/libop.so", "example/libcuda11_op.so")
+    result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    assert "CUDA 11" in only(result, "CO502").message and "12.040" not in only(result, "CO502").message
+    assert "CO302" in codes(result)
+
+
+@needs_root
+def test_co505_an_onnxruntime_op_library_needing_a_newer_api_version(repo):
+    lib = repo.library("m/ops/libop.so", "example/libort_op_new_api.so")
+    result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
+    finding = only(result, "CO505")
+    assert finding.version == "VERS_1.30.0"
+    assert finding.predicted.endswith(f"version `VERS_1.30.0' not found (required by {lib})")
+    confirm_check(result, str(repo.root))
 
 
 def test_a_plugin_for_the_containers_tensorrt_loads_cleanly(repo):

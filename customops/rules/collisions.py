@@ -26,6 +26,7 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]
     system = tuple(d.rstrip("/") + "/" for d in target.system_dirs) if target else ()
     pairs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     findings: list[Finding] = []
+    sizes_reported: set[tuple[str, str, str]] = set()
     for binding in prediction.interpositions():
         winner = binding.winner
         assert winner is not None
@@ -35,7 +36,9 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]
             strong = winner.binding == "GLOBAL" and loser.binding == "GLOBAL"
             name = demangle(binding.symbol)
             if winner.type == "OBJECT" == loser.type and winner.size != loser.size and (
-                    winner.object in custom or loser.object in custom):
+                    winner.object in custom or loser.object in custom) and \
+                    (name, winner.object, loser.object) not in sizes_reported:
+                sizes_reported.add((name, winner.object, loser.object))
                 findings.append(Finding(
                     "CO403", f"{name}: {winner.object} defines it with size {winner.size}, {loser.object} with "
                              f"size {loser.size}; the first wins for both", library=winner.object, symbol=name,
