@@ -38,9 +38,10 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
     models = [m for repo in repositories for m in read_repository(repo, config_name, only_models)]
-    ctx = Context(container, manifest, mounts, server_plugins=server_plugins)
+    ctx = Context(container, manifest, mounts, server_plugins=server_plugins,
+                  checkouts=tuple(os.path.abspath(r) for r in repositories))
     plan, findings = build_plan(models, ctx)
-    notes: list[str] = []
+    notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts]
     prediction = None
     step_outcomes: list[tuple[LoadStep, object]] = []
     if container.target is not None:
@@ -63,9 +64,23 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         from customops.rules import run_fact_rules
 
         findings += run_fact_rules(plan, ctx, reader)
+    findings = _located_in_checkout(findings, models, repositories)
     kept = [f for f in findings if not suppressed(f, manifest.ignore)]
     dropped = [f for f in findings if suppressed(f, manifest.ignore)]
     return CheckResult(models, plan, prediction, sorted(kept, key=sort_key), dropped, container, notes, step_outcomes)
+
+
+def _located_in_checkout(findings: list[Finding], models: list[Model], repositories: list[str]) -> list[Finding]:
+    """A finding about a file outside the repositories (in the container) points at the config.pbtxt of its
+    model, so that code-scanning annotations land in the repository; the library keeps its container path."""
+    roots = tuple(os.path.abspath(r).rstrip("/") + "/" for r in repositories)
+    configs = {m.name: m.config_path for m in models}
+    located = []
+    for f in findings:
+        if f.file and not os.path.abspath(f.file).startswith(roots) and configs.get(f.model or ""):
+            f = replace(f, file=configs[f.model or ""], line=None, column=None)
+        located.append(f)
+    return located
 
 
 def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding]]:
@@ -117,18 +132,35 @@ def pair_outcomes(plan: LoadPlan, prediction: Prediction) -> list[tuple[LoadStep
     return pairs
 
 
-def default_mounts(repositories: list[str], container: Container, container_repository: str = "/models"
-                   ) -> tuple[tuple[str, str], ...]:
-    """A repository from outside the container root is mounted where Triton is told to find it."""
-    mounts = []
-    for repo in repositories:
-        repo = os.path.abspath(repo)
+def parse_mount(value: str) -> tuple[str, str]:
+    """HOST_DIR:CONTAINER_DIR[:options], as docker -v takes it -> (container directory, host directory)."""
+    from customops.errors import CustomopsError
+
+    parts = value.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
+        raise CustomopsError(f"--mount {value}: expected HOST_DIR:CONTAINER_DIR (the container side absolute)")
+    return os.path.normpath(parts[1]), os.path.abspath(parts[0])
+
+
+def default_mounts(repositories: list[str], container: Container, explicit: tuple[tuple[str, str], ...] = (),
+                   container_repository: str | None = None) -> tuple[tuple[str, str], ...]:
+    """Explicit mounts first; a repository from outside the container that no mount covers is mounted
+    where tritonserver is told to find it (--model-repository in the profile's recorded arguments), else
+    at /models, as `docker run -v REPO:/models` would."""
+    mounts = list(explicit)
+    recorded = [a.split("=", 1)[1] for a in container.server_args if a.startswith(("--model-repository=",
+                                                                                   "--model-store="))]
+    where = container_repository or (recorded[0] if recorded else "/models")
+    outside = []
+    for repo in (os.path.abspath(r) for r in repositories):
         target = container.target
-        if target is None or target.is_live:
+        if target is not None and target.is_live:
             continue
-        root = target.root.rstrip("/")
-        if repo.startswith(root + "/"):
+        if target is not None and repo.startswith(target.root.rstrip("/") + "/"):
             continue
-        mounts.append((container_repository if len(repositories) == 1 else
-                       f"{container_repository}/{os.path.basename(repo)}", repo))
+        if any(repo == host or repo.startswith(host.rstrip("/") + "/") for _c, host in mounts):
+            continue
+        outside.append(repo)
+    for repo in outside:
+        mounts.append((where if len(outside) == 1 else f"{where}/{os.path.basename(repo)}", repo))
     return tuple(mounts)

@@ -48,11 +48,11 @@ class Launch:
 
 def prepare(server_argv: list[str], container_root: str = "/", manifest_path: str | None = None,
             fail_on: Severity | None = None, run_the_check: bool = True, existing_preload: str = "last",
-            environ: dict[str, str] | None = None) -> Launch:
+            environ: dict[str, str] | None = None, mounts: tuple[tuple[str, str], ...] = ()) -> Launch:
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
-    host_repositories = [_host(root, r) for r in args.repositories]
+    host_repositories = [_host(root, r, mounts) for r in args.repositories]
     backend_dir = args.backend_directory or DEFAULT_BACKEND_DIR
     container = from_root(root, backend_dir)
     manifest = load_manifest(manifest_path or find_manifest([r for r in host_repositories if os.path.isdir(r)]))
@@ -63,13 +63,13 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     check = None
     if run_the_check:
         existing_plugins = args.setting("tensorrt", "plugins")
-        check = run_check(host_repositories, manifest, container, (), args.model_config_name,
+        check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
                           server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
                           if existing_plugins else ())
         plan = check.plan
     else:
-        ctx = Context(container, manifest, ())
+        ctx = Context(container, manifest, mounts)
         models = [m for r in host_repositories for m in read_repository(r, args.model_config_name, only)]
         plan, _ = build_plan(models, ctx)
     ours = [s.path for s in plan.preloads]
@@ -85,7 +85,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     if plan.library_path:
         current = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p]
         environment["LD_LIBRARY_PATH"] = ":".join(dict.fromkeys([*plan.library_path, *current]))
-    plugins = _plugins(manifest, root)
+    plugins = _plugins(manifest, root, mounts)
     argv = with_plugins(args, plugins)
     threshold = fail_on if fail_on is not None else manifest.fail_on
     blocking = [f for f in check.findings if f.level >= threshold] if check else []
@@ -93,16 +93,23 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     return Launch(argv, environment, added, check, blocking, notes + (check.notes if check else []))
 
 
-def _plugins(manifest, root: str) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _plugins(manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
     if manifest.trt_load != "backend-config":
         return ()
-    return tuple(_container(root, p) for p in manifest.trt_plugins)
+    return tuple(_container(root, p, mounts) for p in manifest.trt_plugins)
 
 
-def _host(root: str, path: str) -> str:
-    """A container path as seen from here (the same path when checking the container we run in)."""
+def _host(root: str, path: str, mounts: tuple[tuple[str, str], ...] = ()) -> str:
+    """A container path as seen from here: through a mount, else inside the root (the same path when
+    checking the container we run in)."""
+    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[0])):
+        if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
+            return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
     return path if root == "/" else root.rstrip("/") + "/" + path.lstrip("/")
 
 
-def _container(root: str, path: str) -> str:
+def _container(root: str, path: str, mounts: tuple[tuple[str, str], ...] = ()) -> str:
+    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[1])):
+        if path == host_dir or path.startswith(host_dir.rstrip("/") + "/"):
+            return container_dir.rstrip("/") + path[len(host_dir.rstrip("/")):]
     return path if root == "/" or not path.startswith(root.rstrip("/") + "/") else path[len(root.rstrip("/")):]

@@ -12,6 +12,7 @@
     [check]
     fail-on = "error"                # or "warning", "info"
     ignore = [{ code = "CO402", library = "plugins/*.so", symbol = "deflate*" }]
+    profile = "customops-profile.json"  # what CI checks against when no container is at hand
 
 Relative paths are relative to the manifest. An unknown key, a wrong type or a bad value is an error
 (CO106, exit 2): customops never guesses what a manifest meant.
@@ -51,6 +52,7 @@ class Manifest:
     host_preload: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
     ignore: tuple[Ignore, ...] = ()
+    profile: str | None = None  # the container profile CI checks against (customops profile create)
 
     @property
     def directory(self) -> str | None:
@@ -62,7 +64,7 @@ SCHEMA: dict[str, dict[str, type]] = {
     "pytorch": {"ops": list},
     "tensorflow": {"preload": list},
     "host": {"preload": list},
-    "check": {"fail-on": str, "ignore": list},
+    "check": {"fail-on": str, "ignore": list, "profile": str},
 }
 
 
@@ -126,6 +128,8 @@ def load_manifest(path: str | None) -> Manifest:
         host_preload=paths("host", "preload"),
         fail_on=fail_on,
         ignore=tuple(ignores),
+        profile=os.path.normpath(os.path.join(base, data["check"]["profile"])) if "profile" in data.get("check", {})
+        else None,
     )
 
 

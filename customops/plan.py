@@ -79,6 +79,19 @@ class Context:
     mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory)
     server_cwd: str = "/opt/tritonserver"  # the NGC images' working directory; relative dlopen paths start here
     server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
+    checkouts: tuple[str, ...] = ()  # the repositories as given on this machine
+
+    def suggest_mount(self, container_path: str) -> str | None:
+        """For a container path that does not exist: the --mount under which a checkout file with the same
+        tail would appear there (the longest tail wins), as `--mount HOST:CONTAINER`."""
+        parts = container_path.strip("/").split("/")
+        for cut in range(1, len(parts)):
+            tail = "/".join(parts[cut:])
+            for checkout in self.checkouts:
+                for base in (checkout, os.path.dirname(checkout)):
+                    if os.path.isfile(os.path.join(base, tail)):
+                        return f"--mount {base}:/{'/'.join(parts[:cut])}"
+        return None
 
     def container_path(self, host_path: str) -> str:
         """A checkout path as the server sees it (the longest mounted host prefix wins)."""

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
     where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR")
+    p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
+                   help="where a checkout directory appears in the container, as docker -v (repeatable)")
     p.add_argument("--model-config-name", metavar="NAME", help="read configs/NAME.pbtxt where present")
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="text")
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.check import default_mounts, run_check
+    from customops.check import default_mounts, parse_mount, run_check
     from customops.codes import Severity
     from customops.container import from_release, from_root, read_profile
     from customops.manifest import find_manifest, load_manifest
@@ -47,17 +49,24 @@ def run(args: argparse.Namespace) -> int:
     if not repositories:
         raise CustomopsError("no model repository given")
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
-    if args.profile:
-        container = read_profile(args.profile, str(args.cache_dir) if args.cache_dir else None)
+    manifest = load_manifest(args.manifest or find_manifest(repositories))
+    notes = []
+    profile = args.profile
+    if not (profile or args.container_root or args.triton_release) and not os.path.isdir("/opt/tritonserver"):
+        profile = beside_repository(manifest, repositories)
+        if profile:
+            notes.append(f"using the profile {profile} (no container root given and no /opt/tritonserver here)")
+    if profile:
+        container = read_profile(profile, str(args.cache_dir) if args.cache_dir else None)
     elif args.triton_release:
         container = from_release(args.triton_release)
     else:
         container = from_root(args.container_root or "/", args.backend_directory, reader)
-    manifest = load_manifest(args.manifest or find_manifest(repositories))
     fail_on = Severity.parse(args.fail_on) if args.fail_on else manifest.fail_on
-    mounts = default_mounts(repositories, container)
+    mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in args.mount))
     result = run_check(repositories, manifest, container, mounts, args.model_config_name,
                        set(args.load_model) if args.load_model else None, reader)
+    result.notes[:0] = notes
     if container.target is not None and container.target.is_live and not os.path.isdir("/opt/tritonserver"):
         result.notes.append("checked against this machine (no /opt/tritonserver here): pass --container-root, "
                             "--profile or --triton-release to check against a Triton container")
@@ -85,3 +94,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     return exit_code
+
+
+def beside_repository(manifest, repositories: list[str]) -> str | None:  # type: ignore[no-untyped-def]
+    """The manifest's [check] profile, else customops-profile.json next to the manifest or the repository."""
+    if manifest.profile:
+        return manifest.profile
+    for directory in ([manifest.directory] if manifest.directory else []) + repositories:
+        candidate = os.path.join(directory, "customops-profile.json")
+        if os.path.isfile(candidate):
+            return candidate
+    return None

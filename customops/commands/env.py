@@ -15,9 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from customops.check import parse_mount
     from customops.launch import prepare
 
     launch = prepare(server_argv(args), args.container_root, args.manifest, run_the_check=False,
-                     existing_preload=args.existing_preload)
+                     existing_preload=args.existing_preload, mounts=tuple(parse_mount(m) for m in args.mount))
     print(launch.exports())
     return 0

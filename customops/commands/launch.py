@@ -21,6 +21,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--container-root", default="/", metavar="DIR", help="default: / (inside the container)")
     p.add_argument("--manifest", metavar="FILE")
     p.add_argument("--fail-on", choices=("error", "warning", "info"))
+    p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
+                   help="with --container-root: where a directory of this machine appears in the container")
     p.add_argument("--existing-preload", choices=("first", "last"), default="last",
                    help="where LD_PRELOAD entries already in the environment go (default: after customops')")
     p.add_argument("server", nargs=argparse.REMAINDER, metavar="-- TRITONSERVER [ARG...]")
@@ -34,12 +36,13 @@ def server_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from customops.check import parse_mount
     from customops.codes import Severity
     from customops.launch import prepare
 
     launch = prepare(server_argv(args), args.container_root, args.manifest,
                      Severity.parse(args.fail_on) if args.fail_on else None, run_the_check=not args.no_check,
-                     existing_preload=args.existing_preload)
+                     existing_preload=args.existing_preload, mounts=tuple(parse_mount(m) for m in args.mount))
     for note in launch.notes:
         print(f"customops: note: {note}", file=sys.stderr)
     if launch.blocking:

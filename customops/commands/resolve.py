@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind-now", action="store_true", help="LD_BIND_NOW=1")
     p.add_argument("--dynamic-weak", action="store_true", help="LD_DYNAMIC_WEAK=1")
     p.add_argument("--cwd", default=None, help="the process's working directory (for relative paths)")
+    p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
+                   help="where a directory of this machine appears in the target, as docker -v (repeatable)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--cache-dir", type=Path)
@@ -57,12 +59,13 @@ def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-
 
 
 def run(args: argparse.Namespace) -> int:
+    from customops.check import parse_mount
     from customops.report.resolve import prediction_record, render_prediction
     from customops.scanners.elfcache import ElfReader
     from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
     from customops.scanners.target import target_for_root
 
-    target = target_for_root(args.root)
+    target = target_for_root(args.root).with_mounts(tuple(parse_mount(m) for m in args.mount))
     cwd = args.cwd or (os.getcwd() if target.is_live else "/")
 
     def target_path(path: str) -> str:

@@ -89,8 +89,12 @@ def _trt_logged(finding: Finding) -> Finding:
 def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
     message = outcome.message
     if not ctx.exists(step.path):
-        return Finding("CO301", f"{_what(step)} does not exist in the container", predicted=message,
-                       evidence=(f"checked: {ctx.source(step.path)}",), **_about(step))
+        suggestion = ctx.suggest_mount(step.path) if step.path.startswith("/") else None
+        hint = (f"{suggestion}: a file with the same path tail is in the checkout" if suggestion else "")
+        return Finding("CO301", f"{_what(step)} does not exist in the container"
+                                + (f"; with {suggestion} it would" if suggestion else ""), predicted=message,
+                       evidence=(f"container path: {step.path}", f"checked: {ctx.source(step.path)}"),
+                       hint=hint, **_about(step))
     version = VERSION_ERROR.match(message)
     if version:
         name = version.group("version")
