@@ -169,7 +169,10 @@ def read_profile(path: str, cache_dir: str | None = None) -> Container:
         skeleton = profile.materialize(data, Path(cache_dir) if cache_dir else default_cache_dir())
         facts["missing"] = () if skeleton else (
             "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
-        known = ContainerFacts(**{k: v for k, v in facts.items() if k in ContainerFacts.__dataclass_fields__})
+        unknown = set(facts) - set(ContainerFacts.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown facts: {', '.join(sorted(unknown))}")
+        known = ContainerFacts(**facts)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(path, f"damaged customops profile ({exc})") from None
     target = target_for_root(skeleton) if skeleton else None

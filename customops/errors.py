@@ -13,10 +13,15 @@ class InputError(CustomopsError):
     """A file or directory given to customops cannot be used; names the path and the reason."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
+        super().__init__(f"{printable(path)}: {reason}")
         self.path = path
         self.reason = reason
 
 
 class ElfError(InputError):
     """A file is not a readable ELF object (non-ELF, truncated, malformed tables)."""
+
+
+def printable(path: str) -> str:
+    """A path as one line: control characters (a newline in a file name) are shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)

@@ -100,7 +100,13 @@ def load_manifest(path: str | None) -> Manifest:
         values = data.get(section, {}).get(key, [])
         if not all(isinstance(v, str) and v for v in values):
             raise fail(f"[{section}] {key} must be a list of non-empty paths")
-        return tuple(os.path.normpath(os.path.join(base, v)) for v in values)
+        resolved = []
+        for value in values:
+            path = os.path.normpath(os.path.join(base, value))
+            if not os.path.isabs(value) and not path.startswith(base.rstrip("/") + "/"):
+                raise fail(f"[{section}] {key}: {value!r} escapes the repository (give an absolute path if meant)")
+            resolved.append(path)
+        return tuple(resolved)
 
     load = data.get("tensorrt", {}).get("load", "backend-config")
     if load not in ("backend-config", "preload"):

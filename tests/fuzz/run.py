@@ -1,0 +1,109 @@
+"""Coverage-guided fuzzing (atheris/libFuzzer) of every parser that reads input customops did not write.
+
+    .venv/bin/pip install atheris
+    .venv/bin/python tests/fuzz/run.py elf -runs=1000000        # also: ldcache, config, manifest
+
+Each target accepts only customops' own error for bad input (ElfError / InputError, or a CO101 problem
+for configs); anything else is a crash. libFuzzer's -timeout=1 makes an input that takes longer than a
+second a failure, and -rss_limit_mb bounds memory. The corpus is seeded with real files (fixture
+libraries, this machine's libc/libstdc++/ld.so.cache, the example configs and manifest) and kept in
+.fuzz-corpus/<target>. Crashes are written to .fuzz-corpus/<target>-crashes/; each becomes a regression
+test in tests/test_fuzz_regressions.py. Results are recorded in tests/FUZZING.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import atheris
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+with atheris.instrument_imports(include=["customops"]):
+    from customops.errors import ElfError, InputError
+    from customops.manifest import load_manifest
+    from customops.repository import read_model
+    from customops.scan import scan_record
+    from customops.scanners.elf import FileIdentity, parse_elf
+    from customops.scanners.ldcache import parse_ld_cache
+
+WORK = Path(tempfile.mkdtemp(prefix="customops-fuzz-"))
+
+
+def fuzz_elf(data: bytes) -> None:
+    try:
+        info = parse_elf("fuzzed.so", data, FileIdentity(0, 0, len(data), 0))
+        scan_record(info, with_symbols=True)
+        for i in range(1, min(info.symbols.count, 32)):
+            list(info.symbols.lookup(info.symbols.name(i)))
+        info.symbols.hash_halves  # noqa: B018
+    except ElfError:
+        pass
+
+
+def fuzz_ldcache(data: bytes) -> None:
+    try:
+        cache = parse_ld_cache(data, "fuzzed.cache")
+        cache.lookup("libc.so.6", 62, 64)
+    except InputError:
+        pass
+
+
+def fuzz_config(data: bytes) -> None:
+    model = WORK / "m"
+    (model / "1").mkdir(parents=True, exist_ok=True)
+    (model / "config.pbtxt").write_bytes(data)
+    read_model(str(model), "m")  # problems are findings (CO101...), never exceptions
+
+
+def fuzz_manifest(data: bytes) -> None:
+    path = WORK / "customops.toml"
+    path.write_bytes(data)
+    try:
+        load_manifest(str(path))
+    except InputError:
+        pass
+
+
+TARGETS = {"elf": fuzz_elf, "ldcache": fuzz_ldcache, "config": fuzz_config, "manifest": fuzz_manifest}
+
+
+def seeds(target: str) -> list[Path]:
+    if target == "elf":
+        from fixtures.build import build
+
+        tree = build()
+        small = [p for p in tree.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 200_000
+                 and p.read_bytes()[:4] == b"\x7fELF"]
+        return small + [Path("/lib/x86_64-linux-gnu/libz.so.1")]
+    if target == "ldcache":
+        return [Path("/etc/ld.so.cache")]
+    if target == "config":
+        return sorted((ROOT / "examples" / "model_repository").glob("*/config.pbtxt"))
+    return [ROOT / "examples" / "model_repository" / "customops.toml"]
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in TARGETS:
+        raise SystemExit(f"usage: run.py {{{','.join(TARGETS)}}} [libFuzzer options, e.g. -runs=1000000]")
+    target = sys.argv[1]
+    corpus = ROOT / ".fuzz-corpus" / target
+    crashes = ROOT / ".fuzz-corpus" / f"{target}-crashes"
+    crashes.mkdir(parents=True, exist_ok=True)
+    if not corpus.exists():
+        corpus.mkdir(parents=True)
+        for i, seed in enumerate(seeds(target)):
+            if seed.exists():
+                shutil.copy(seed, corpus / f"seed-{i}")
+    argv = [sys.argv[0], str(corpus), f"-artifact_prefix={crashes}/", "-timeout=1", "-rss_limit_mb=2048",
+            "-max_len=262144", "-print_final_stats=1", *sys.argv[2:]]
+    atheris.Setup(argv, TARGETS[target])
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
