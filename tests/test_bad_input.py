@@ -53,6 +53,11 @@ def check(t: Path, tree: Path, configs: dict, manifest: str | None = None, *extr
     return ["check", str(repo(t, configs, manifest)), "--container-root", str(tree / "container"), *extra]
 
 
+def against(t: Path, *options: str) -> list[str]:
+    """check of a one-model repository, with the container given by `options` only."""
+    return ["check", str(repo(t, {"m": ONNX})), *options]
+
+
 def loop(t: Path) -> Path:
     (t / "loop.so").symlink_to(t / "loop.so")
     return t / "loop.so"
@@ -122,27 +127,22 @@ ROWS: list[Row] = [
     ("manifest that is not TOML", lambda t, tr: check(t, tr, {"m": ONNX}, "[pytorch\n"), 2, "not valid TOML"),
     ("manifest with a bad load mode", lambda t, tr: check(t, tr, {"m": ONNX}, "[tensorrt]\nload = 'dlopen'\n"), 2,
      "load must be"),
-    ("manifest ignoring an unknown code", lambda t, tr: check(t, tr, {"m": ONNX},
-                                                              "[check]\nignore = [{ code = 'X1' }]\n"), 2, "unknown code"),
+    ("manifest ignoring an unknown code",
+     lambda t, tr: check(t, tr, {"m": ONNX}, "[check]\nignore = [{ code = 'X1' }]\n"), 2, "unknown code"),
     ("manifest path escaping the repository", lambda t, tr: check(t, tr, {"m": ONNX},
                                                                   "[pytorch]\nops = ['../../etc/x.so']\n"), 2,
      "escapes the repository"),
     ("manifest naming a non-ELF library", lambda t, tr: check(t, tr, {"m": ONNX}, "[host]\npreload = ['m/x.so']\n")
      if write(t / "models/m/x.so", "not ELF") else [], 1, "CO30"),
     # profiles, containers, options
-    ("profile that is not JSON", lambda t, tr: check(t, tr, {"m": ONNX}, None) [:2] + ["--profile",
-                                                                                        str(write(t / "p", "{"))],
-     2, "invalid JSON"),
-    ("profile of another schema", lambda t, tr: check(t, tr, {"m": ONNX})[:2] + ["--profile",
-                                                                                 str(write(t / "p", '{"schema": 1}'))],
-     2, "not a customops profile"),
-    ("damaged profile", lambda t, tr: check(t, tr, {"m": ONNX})[:2] + ["--profile", str(write(
-        t / "p", json.dumps({"schema": "customops.profile/1", "facts": {"bogus": 1}})))], 2, "damaged"),
-    ("container root that is a file", lambda t, tr: check(t, tr, {"m": ONNX})[:2] + ["--container-root",
-                                                                                     str(write(t / "r", "x"))],
-     2, "container root is not a directory"),
-    ("unknown release", lambda t, tr: check(t, tr, {"m": ONNX})[:2] + ["--triton-release", "1.0"], 2,
-     "unknown Triton release"),
+    ("profile that is not JSON", lambda t, tr: against(t, "--profile", str(write(t / "p", "{"))), 2, "invalid JSON"),
+    ("profile of another schema", lambda t, tr: against(t, "--profile", str(write(t / "p", '{"schema": 1}'))), 2,
+     "not a customops profile"),
+    ("damaged profile", lambda t, tr: against(t, "--profile", str(write(t / "p", json.dumps(
+        {"schema": "customops.profile/1", "facts": {"bogus": 1}})))), 2, "damaged"),
+    ("container root that is a file", lambda t, tr: against(t, "--container-root", str(write(t / "r", "x"))), 2,
+     "container root is not a directory"),
+    ("unknown release", lambda t, tr: against(t, "--triton-release", "1.0"), 2, "unknown Triton release"),
     ("malformed --mount", lambda t, tr: check(t, tr, {"m": ONNX}, None, "--mount", "relative"), 2, "--mount"),
     ("launch without a server command", lambda t, tr: ["launch", "--dry-run"], 2, "no server command"),
     ("malformed --backend-config", lambda t, tr: ["launch", "--dry-run", "--", "tritonserver",

@@ -63,10 +63,8 @@ def fuzz_config(data: bytes) -> None:
 def fuzz_manifest(data: bytes) -> None:
     path = WORK / "customops.toml"
     path.write_bytes(data)
-    try:
+    with contextlib.suppress(InputError):
         load_manifest(str(path))
-    except InputError:
-        pass
 
 
 TARGETS = {"elf": fuzz_elf, "ldcache": fuzz_ldcache, "config": fuzz_config, "manifest": fuzz_manifest}
@@ -79,7 +77,7 @@ def seeds(target: str) -> list[Path]:
         tree = build()
         small = [p for p in tree.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 200_000
                  and p.read_bytes()[:4] == b"\x7fELF"]
-        return small + [Path("/lib/x86_64-linux-gnu/libz.so.1")]
+        return [*small, Path("/lib/x86_64-linux-gnu/libz.so.1")]
     if target == "ldcache":
         return [Path("/etc/ld.so.cache")]
     if target == "config":
