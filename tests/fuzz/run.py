@@ -13,6 +13,7 @@ test in tests/test_fuzz_regressions.py. Results are recorded in tests/FUZZING.md
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import tempfile
