@@ -57,13 +57,13 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
             step_outcomes = pair_outcomes(plan, prediction)
             from customops.rules import run_rules
 
-            findings += run_rules(plan, prediction, step_outcomes, ctx, reader)
+            findings += run_rules(plan, prediction, step_outcomes, ctx, reader, models)
         notes += [f"assumed: {a}" for a in target.assumptions]
     else:
         notes += [f"not checked: {m}" for m in container.facts.missing]
         from customops.rules import run_fact_rules
 
-        findings += run_fact_rules(plan, ctx, reader)
+        findings += run_fact_rules(plan, ctx, reader, models)
     findings = _located_in_checkout(findings, models, repositories)
     kept = [f for f in findings if not suppressed(f, manifest.ignore)]
     dropped = [f for f in findings if suppressed(f, manifest.ignore)]

@@ -183,6 +183,19 @@ _TABLE = (
          "The backend was built against a newer TRITONBACKEND API than the server provides (where determinable).",
          "`Triton TRITONBACKEND API version: X.Y does not support '<backend>' TRITONBACKEND API version: A.B`.",
          "Build against the core repository tag that matches the server release."),
+    Code("CO602", W, "LD_PRELOAD reaches child processes that do not need it",
+         "The plan preloads libraries while the server also starts child processes: Python backend stubs "
+         "(triton_python_backend_stub) and anything the server or a health check runs inherit LD_PRELOAD.",
+         "Every child process gets the preloaded libraries' symbols in its global scope: interposition, crashes "
+         "or `cannot be preloaded` warnings in processes that have nothing to do with the custom ops.",
+         "Prefer mechanisms without LD_PRELOAD: TensorRT plugins through --backend-config (load = "
+         "\"backend-config\"), TensorFlow and ONNX Runtime ops through model_operations."),
+    Code("CO603", N, "a library is loaded from outside the repository and the container's library directories",
+         "A loaded library lies neither in the model repository nor in the container's system or Triton "
+         "directories (provenance).",
+         "Nothing fails, but the file is managed by neither the repository nor the image: it may differ between "
+         "machines.",
+         "Keep custom libraries in the repository (or the image) so that they are versioned with what uses them."),
     Code("CO601", W, "a loaded library, or a directory on a load path, is writable by others",
          "A library Triton loads, or a directory searched for one, is writable by group or others.",
          "Anyone who can write there can run code inside the server.",

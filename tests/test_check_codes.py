@@ -396,3 +396,30 @@ def test_a_profile_checks_loading_exactly_as_the_container_does(repo, tmp_path):
     assert {f.code for f in direct.findings} == {"CO504", "CO202", "CO401"}
     size = profile.stat().st_size
     assert size < 2_000_000, f"profile of the fixture container is {size} bytes"
+
+
+def test_co602_ld_preload_reaches_the_python_backend_stubs(repo):
+    backend = repo.root / "opt/tritonserver/backends/python"
+    backend.mkdir()
+    shutil.copy2(repo.tree / "example/libtriton_mybackend.so", backend / "libtriton_python.so")
+    repo.model("py", 'backend: "python"\n', model_file="model.py")
+    repo.model("m", 'backend: "pytorch"\n').manifest('[pytorch]\nops = ["m/libtorch_op.so"]\n')
+    repo.library("m/libtorch_op.so", "example/libtorch_op.so")
+    assert "py" in only(repo.check(), "CO602").message
+
+
+def test_co603_a_library_from_outside_the_repository_and_the_image(repo, tmp_path):
+    outside = tmp_path / "elsewhere" / "libop.so"
+    outside.parent.mkdir()
+    shutil.copy2(repo.tree / "example/libort_op.so", outside)
+    config = f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{outside}" }}\n'
+    result = repo.model("m", config).check()
+    assert only(result, "CO603").library == str(outside)
+
+
+def test_co307_a_set_user_id_server_ignores_preload_paths(repo):
+    server = repo.root / "opt/tritonserver/bin/tritonserver"
+    server.chmod(0o4755)
+    repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/liba.so"]\n')
+    repo.library("m/liba.so", "b/liba.so")
+    assert "set-user-ID" in only(repo.check(), "CO307").message

@@ -10,15 +10,15 @@ from customops.scanners.linker import Prediction
 
 
 def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
-              reader: ElfReader) -> list[Finding]:
+              reader: ElfReader, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
     findings = loading.check(plan, prediction, outcomes, ctx)
     findings += collisions.check(plan, prediction, ctx)
     findings += versions.check(plan, ctx, reader, loaded=True)
     findings += versions.string_abi(plan, prediction, ctx, reader)
-    findings += hygiene.check(plan, prediction, ctx)
+    findings += hygiene.check(plan, prediction, ctx, models)
     return findings
 
 
-def run_fact_rules(plan: LoadPlan, ctx: Context, reader: ElfReader) -> list[Finding]:
+def run_fact_rules(plan: LoadPlan, ctx: Context, reader: ElfReader, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
     """Without the container's libraries: what the custom libraries themselves and the facts can tell."""
-    return versions.check(plan, ctx, reader, loaded=False) + hygiene.check(plan, None, ctx)
+    return versions.check(plan, ctx, reader, loaded=False) + hygiene.check(plan, None, ctx, models)

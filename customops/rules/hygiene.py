@@ -10,17 +10,30 @@ from customops.plan import Context, LoadPlan
 from customops.scanners.linker import Prediction
 
 
-def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context) -> list[Finding]:
+def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
     findings = []
+    secure = _setuid_server(ctx)
     for step in plan.preloads:
         problem = None
         if " " in step.path or ":" in step.path:
             problem = "contains a space or a colon, which ld.so treats as separators"
         elif not step.path.startswith("/"):
             problem = "is relative: ld.so resolves it against whatever directory the server starts in"
+        elif secure:
+            problem = ("names a path, which ld.so ignores for a set-user-ID server (secure execution loads only "
+                       "set-user-ID libraries from the standard directories, by name)")
         if problem:
             findings.append(Finding("CO307", f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
                                     library=step.path, file=step.source))
+    python_models = [m.name for m in models if m.backend == "python" or "libtriton_python.so" in " ".join(
+        s.path for s in plan.dlopens if s.model == m.name)]
+    if plan.preloads and python_models:
+        count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"
+        findings.append(Finding(
+            "CO602", f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
+                     f"{', '.join(sorted(python_models))}",
+            evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].source))
+    findings += _provenance(plan, ctx)
     for step in (*plan.preloads, *plan.dlopens):
         host = step.source
         for path in (host, os.path.dirname(host)):
@@ -32,4 +45,34 @@ def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context) -> list[F
                 findings.append(Finding("CO601", f"{path} is writable by {'others' if mode & stat.S_IWOTH else 'group'}"
                                                  f" ({stat.filemode(mode)}); whoever can write it runs code in the "
                                                  "server", model=step.model, library=step.path, file=step.source))
+    return findings
+
+
+def _setuid_server(ctx: Context) -> bool:
+    container = ctx.container
+    target = container.target  # type: ignore[attr-defined]
+    if target is None or not container.server:  # type: ignore[attr-defined]
+        return False
+    host = target.host_path(container.server)  # type: ignore[attr-defined]
+    try:
+        return bool(host and os.stat(host).st_mode & (stat.S_ISUID | stat.S_ISGID))
+    except OSError:
+        return False
+
+
+def _provenance(plan: LoadPlan, ctx: Context) -> list[Finding]:
+    target = ctx.container.target  # type: ignore[attr-defined]
+    if target is None:
+        return []
+    trusted = tuple(d.rstrip("/") + "/" for d in (*target.system_dirs, "/opt/tritonserver", "/usr/local"))
+    checkouts = tuple(c.rstrip("/") + "/" for c in ctx.checkouts)
+    findings = []
+    for step in (*plan.preloads, *plan.dlopens):
+        source = os.path.abspath(step.source)
+        if step.path.startswith(trusted) or source.startswith(checkouts) or any(
+                step.path.startswith(c.rstrip("/") + "/") for c, _h in ctx.mounts):
+            continue
+        findings.append(Finding("CO603", f"{step.path} is loaded from outside the model repository and the "
+                                         "container's library directories", model=step.model, library=step.path,
+                                file=step.source))
     return findings
