@@ -14,7 +14,7 @@ from importlib import import_module
 from customops import __version__
 from customops.errors import CustomopsError
 
-SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "profile")
+SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "probe", "profile")
 EXIT_INTERNAL = 3
 
 

@@ -1,0 +1,31 @@
+"""customops probe LIB...: load each library for real in an isolated child process and report what happened."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("probe", help="load libraries for real, each in an isolated child process",
+                       description=__doc__)
+    p.add_argument("libraries", nargs="+", metavar="LIB")
+    p.add_argument("--python", metavar="PATH", help="the interpreter that loads them (default: this one)")
+    p.add_argument("--timeout", type=float, default=60, help="seconds per library (default 60)")
+    p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from customops.probe import probe_load
+
+    results = [probe_load(lib, args.python, args.timeout, args.memory_mb) for lib in args.libraries]
+    if args.format == "json":
+        print(json.dumps([r.__dict__ for r in results], indent=2))
+    else:
+        for r in results:
+            print(f"{r.status:>8}  {r.library}" + (f": {r.message}" if r.message else ""))
+            if r.sandbox_files:
+                print(f"          wrote into its sandbox: {', '.join(r.sandbox_files)}")
+    return 0 if all(r.status == "loaded" for r in results) else 1
