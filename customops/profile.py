@@ -21,10 +21,11 @@ import zlib
 from dataclasses import asdict
 from pathlib import Path
 
+from customops import schemas
 from customops.errors import ElfError, InputError
 from customops.scanners.elf import loader_ranges
 
-PROFILE_SCHEMA = "customops.profile/1"
+PROFILE_SCHEMA = schemas.PROFILE
 EXTRA_DIRS = ("/opt/tritonserver", "/lib64")
 SMALL_FILES = ("model.py", "TRITON_VERSION")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from customops import schemas
 from customops.scanners.demangle import demangle
 from customops.scanners.elf import (
     BIND_NAMES,
@@ -19,7 +20,7 @@ from customops.scanners.elf import (
 )
 from customops.scanners.elfcache import ElfReader
 
-SCAN_SCHEMA = "customops.scan/1"
+SCAN_SCHEMA = schemas.SCAN
 _VERSION_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*)_(?P<number>\d+(?:\.\d+)*)$")
 
 

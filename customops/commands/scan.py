@@ -23,15 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.scan import SCAN_SCHEMA, scan_record
-    from customops.scanners.elfcache import ElfReader
-
-    reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
-    infos = [reader.read(path) for path in args.files]  # bad input raises ElfError -> exit 2
     with_symbols = args.symbols or bool(args.filter)
-    records = [scan_record(info, with_symbols, args.filter, args.defined_only, args.undefined_only, reader)
-               for info in infos]
+    records = None if args.no_cache else _cached(args, with_symbols)
+    if records is None:
+        records = _scan(args, with_symbols)
     if args.format == "json":
+        from customops.schemas import SCAN as SCAN_SCHEMA
+
         sys.stdout.write(json.dumps({"schema": SCAN_SCHEMA, "files": records}))
         sys.stdout.write("\n")
     else:
@@ -39,3 +37,41 @@ def run(args: argparse.Namespace) -> int:
 
         render_scan(records)
     return 0
+
+
+def _options(args: argparse.Namespace, with_symbols: bool) -> str:
+    return json.dumps([with_symbols, args.filter, args.defined_only, args.undefined_only])
+
+
+def _cached(args: argparse.Namespace, with_symbols: bool) -> list[dict] | None:
+    """Warm path: every record from the result cache, before numpy or the ELF reader is imported."""
+    from customops.cachedir import default_cache_dir, file_key, load_result, result_path
+
+    cache = args.cache_dir or default_cache_dir()
+    records = []
+    for path in args.files:
+        try:
+            key = file_key(path)
+        except OSError:
+            return None  # let the reader produce the one-line error
+        record = load_result(result_path(cache, "scan", key, _options(args, with_symbols)))
+        if not isinstance(record, dict):
+            return None
+        records.append({"path": path, **record})
+    return records
+
+
+def _scan(args: argparse.Namespace, with_symbols: bool) -> list[dict]:
+    from customops.cachedir import file_key, result_path, store_result
+    from customops.scan import scan_record
+    from customops.scanners.elfcache import ElfReader
+
+    reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
+    infos = [reader.read(path) for path in args.files]  # bad input raises ElfError -> exit 2
+    records = [scan_record(info, with_symbols, args.filter, args.defined_only, args.undefined_only, reader)
+               for info in infos]
+    if reader.cache_dir is not None:
+        for path, record in zip(args.files, records, strict=True):
+            store_result(result_path(reader.cache_dir, "scan", file_key(path), _options(args, with_symbols)),
+                         {k: v for k, v in record.items() if k != "path"})
+    return records

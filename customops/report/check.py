@@ -7,11 +7,11 @@ import os
 from collections import defaultdict
 from xml.sax.saxutils import escape as xml_escape
 
-from customops import __version__
+from customops import __version__, schemas
 from customops.codes import CODES, Severity
 from customops.findings import Finding
 
-CHECK_SCHEMA = "customops.check/1"
+CHECK_SCHEMA = schemas.CHECK
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from customops import schemas
 from customops.scanners.demangle import demangle
 from customops.scanners.linker import Binding, Definition, Prediction
 from customops.scanners.target import LinkerTarget
 
-RESOLVE_SCHEMA = "customops.resolve/1"
+RESOLVE_SCHEMA = schemas.RESOLVE
 
 
 def _definition(d: Definition | None) -> dict | None:

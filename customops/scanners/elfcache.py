@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from customops.cachedir import default_cache_dir
 from customops.errors import ElfError
 from customops.scanners.elf import (
     ElfInfo,
@@ -35,13 +36,6 @@ from customops.scanners.elf import (
 
 FORMAT = b"COELF\x00\x05\x00"  # bump the last bytes whenever the entry layout or ElfInfo changes
 _HEADER = struct.Struct("<8sII")  # magic+version, json length, number of non-zero relocation classes
-
-
-def default_cache_dir() -> Path:
-    if env := os.environ.get("CUSTOMOPS_CACHE_DIR"):
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "customops"
 
 
 class ElfReader:
