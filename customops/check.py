@@ -132,16 +132,6 @@ def pair_outcomes(plan: LoadPlan, prediction: Prediction) -> list[tuple[LoadStep
     return pairs
 
 
-def parse_mount(value: str) -> tuple[str, str]:
-    """HOST_DIR:CONTAINER_DIR[:options], as docker -v takes it -> (container directory, host directory)."""
-    from customops.errors import CustomopsError
-
-    parts = value.split(":")
-    if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
-        raise CustomopsError(f"--mount {value}: expected HOST_DIR:CONTAINER_DIR (the container side absolute)")
-    return os.path.normpath(parts[1]), os.path.abspath(parts[0])
-
-
 def default_mounts(repositories: list[str], container: Container, explicit: tuple[tuple[str, str], ...] = (),
                    container_repository: str | None = None) -> tuple[tuple[str, str], ...]:
     """Explicit mounts first; a repository from outside the container that no mount covers is mounted

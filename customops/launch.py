@@ -19,7 +19,9 @@ from customops.codes import Severity
 from customops.container import DEFAULT_BACKEND_DIR, from_root
 from customops.errors import CustomopsError
 from customops.findings import Finding
+from customops.launch_cache import command_line
 from customops.manifest import find_manifest, load_manifest
+from customops.mounts import container_of, host_of
 from customops.plan import Context
 from customops.repository import read_repository
 from customops.serverargs import parse, with_plugins
@@ -35,10 +37,22 @@ class Launch:
     notes: list[str]
 
     def command_line(self) -> str:
-        """Copy-pasteable: `env VAR=... tritonserver ...` reproduces the launch."""
-        assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
-        return " ".join(["env", *assignments, *map(shlex.quote, self.argv)]) if assignments \
-            else " ".join(map(shlex.quote, self.argv))
+        return command_line(self.argv, self.environment)
+
+    def dependencies(self) -> list[str]:
+        """What the decision depends on in the container (see customops.launch_cache)."""
+        if self.check is None or self.check.prediction is None:
+            return []
+        target = self.check.container.target
+        paths = {o.path for o in self.check.prediction.objects}
+        if target is not None:
+            for directory in (*target.system_dirs, self.check.container.backend_dir, "/etc"):
+                host = target.host_path(directory)
+                if host and os.path.isdir(host):
+                    paths.add(host)
+                    if directory == self.check.container.backend_dir:
+                        paths.update(os.path.join(host, d) for d in os.listdir(host))
+        return sorted(paths)
 
     def exports(self) -> str:
         lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
@@ -52,7 +66,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
-    host_repositories = [_host(root, r, mounts) for r in args.repositories]
+    host_repositories = [host_of(root, r, mounts) for r in args.repositories]
     backend_dir = args.backend_directory or DEFAULT_BACKEND_DIR
     container = from_root(root, backend_dir)
     manifest = load_manifest(manifest_path or find_manifest([r for r in host_repositories if os.path.isdir(r)]))
@@ -96,20 +110,4 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
 def _plugins(manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
     if manifest.trt_load != "backend-config":
         return ()
-    return tuple(_container(root, p, mounts) for p in manifest.trt_plugins)
-
-
-def _host(root: str, path: str, mounts: tuple[tuple[str, str], ...] = ()) -> str:
-    """A container path as seen from here: through a mount, else inside the root (the same path when
-    checking the container we run in)."""
-    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[0])):
-        if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
-            return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
-    return path if root == "/" else root.rstrip("/") + "/" + path.lstrip("/")
-
-
-def _container(root: str, path: str, mounts: tuple[tuple[str, str], ...] = ()) -> str:
-    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[1])):
-        if path == host_dir or path.startswith(host_dir.rstrip("/") + "/"):
-            return container_dir.rstrip("/") + path[len(host_dir.rstrip("/")):]
-    return path if root == "/" or not path.startswith(root.rstrip("/") + "/") else path[len(root.rstrip("/")):]
+    return tuple(container_of(root, p, mounts) for p in manifest.trt_plugins)

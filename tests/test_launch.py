@@ -156,3 +156,30 @@ def test_plugins_are_merged_into_the_users_own_setting_not_duplicated():
     assert merged == ["tritonserver", "--backend-config", "tensorrt,plugins=/a.so;/b.so", "--log-verbose=1"]
     fresh = parse(["tritonserver", "--model-repository=/m"])
     assert with_plugins(fresh, ("/b.so",))[-1] == "--backend-config=tensorrt,plugins=/b.so"
+
+
+def test_a_repeated_start_reuses_the_decision_until_something_it_depends_on_changes(setup, tmp_path, tree):
+    repo, backends, argv, record = setup
+    cache = tmp_path / "cache"
+    env = {"CUSTOMOPS_CACHE_DIR": str(cache)}
+    first = launch(argv, record, "--dry-run", env=env)
+    decisions = list((cache / "launch").rglob("*"))
+    assert first.returncode == 0 and [p for p in decisions if p.is_file()]
+    assert launch(argv, record, "--dry-run", env=env).stdout.read() == first.stdout.read()
+    # a new, broken model in the repository: the cached decision no longer applies
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "config.pbtxt").write_text("backend: onnxruntime\n")
+    assert launch(argv, record, "--dry-run", env=env).returncode == 1
+    shutil.rmtree(repo / "broken")
+    assert launch(argv, record, "--dry-run", env=env).returncode == 0
+
+
+def test_a_changed_container_library_invalidates_the_decision(setup, tmp_path):
+    repo, backends, argv, record = setup
+    private = tmp_path / "backends"  # a copy: other tests read the shared fixture tree
+    shutil.copytree(backends, private)
+    argv = [str(private) if a == str(backends) else a for a in argv]
+    env = {"CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache")}
+    assert launch(argv, record, "--dry-run", env=env).returncode == 0
+    (private / "pytorch" / "libtorch_cpu.so").write_bytes(b"no longer an ELF file")
+    assert launch(argv, record, "--dry-run", env=env).returncode == 1  # the preload's dependency now fails

@@ -38,10 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.check import default_mounts, parse_mount, run_check
+    from customops.check import default_mounts, run_check
     from customops.codes import Severity
     from customops.container import from_release, from_root, read_profile
     from customops.manifest import find_manifest, load_manifest
+    from customops.mounts import parse_mount
     from customops.report import check as report
     from customops.scanners.elfcache import ElfReader
 

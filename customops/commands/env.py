@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.check import parse_mount
     from customops.launch import prepare
+    from customops.mounts import parse_mount
 
     launch = prepare(server_argv(args), args.container_root, args.manifest, run_the_check=False,
                      existing_preload=args.existing_preload, mounts=tuple(parse_mount(m) for m in args.mount))

@@ -14,6 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warn-only", action="store_true", help="start the server even if the check fails")
     p.add_argument("--no-check", action="store_true", help="skip the check, only assemble the environment")
     p.add_argument("--dry-run", action="store_true", help="print the command line instead of running it")
+    p.add_argument("--no-cache", action="store_true", help="always run the check (do not reuse an earlier decision)")
     p.set_defaults(run=run)
 
 
@@ -36,30 +37,54 @@ def server_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.check import parse_mount
+    from customops import launch_cache
+    from customops.mounts import parse_mount
+
+    argv = server_argv(args)
+    mounts = tuple(parse_mount(m) for m in args.mount)
+    options = {"container_root": os.path.abspath(args.container_root), "manifest": args.manifest,
+               "fail_on": args.fail_on, "check": not args.no_check, "existing_preload": args.existing_preload}
+    decision = None if args.no_cache else launch_cache.cached(argv, options, mounts, dict(os.environ))
+    if decision is None:
+        decision = _decide(args, argv, mounts, options)
+    for note in decision["notes"]:
+        print(f"customops: note: {note}", file=sys.stderr)
+    if decision["report"] is not None:
+        sys.stderr.write(decision["report"])
+        if not args.warn_only:
+            print("customops: not starting the server: the check predicts failures (--warn-only starts it anyway)",
+                  file=sys.stderr)
+            return 1
+    if args.dry_run:
+        print(launch_cache.command_line(decision["argv"], decision["environment"]))
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(decision["argv"][0], decision["argv"], {**os.environ, **decision["environment"]})
+    return 0  # not reached
+
+
+def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict) -> dict:  # type: ignore[no-untyped-def]
+    """The full check, and the decision it leads to (stored for the next start)."""
+    import io
+
+    from customops import launch_cache
     from customops.codes import Severity
     from customops.launch import prepare
 
-    launch = prepare(server_argv(args), args.container_root, args.manifest,
-                     Severity.parse(args.fail_on) if args.fail_on else None, run_the_check=not args.no_check,
-                     existing_preload=args.existing_preload, mounts=tuple(parse_mount(m) for m in args.mount))
-    for note in launch.notes:
-        print(f"customops: note: {note}", file=sys.stderr)
+    launch = prepare(argv, args.container_root, args.manifest, Severity.parse(args.fail_on) if args.fail_on else None,
+                     run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts)
+    report = None
     if launch.blocking:
         from rich.console import Console
 
         from customops.report.check import render_text
 
         assert launch.check is not None
-        render_text(launch.check, min(f.level for f in launch.blocking), 1, None, Console(stderr=True, soft_wrap=True))
-        if not args.warn_only:
-            print("customops: not starting the server: the check predicts failures (--warn-only starts it anyway)",
-                  file=sys.stderr)
-            return 1
-    if args.dry_run:
-        print(launch.command_line())
-        return 0
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execvpe(launch.argv[0], launch.argv, {**os.environ, **launch.environment})
-    return 0  # not reached
+        buffer = io.StringIO()
+        render_text(launch.check, min(f.level for f in launch.blocking), 1, None, Console(file=buffer, soft_wrap=True))
+        report = buffer.getvalue()
+    decision = {"argv": launch.argv, "environment": launch.environment, "notes": launch.notes, "report": report}
+    if not args.no_cache:
+        launch_cache.store(decision, argv, options, mounts, dict(os.environ), launch.dependencies())
+    return decision

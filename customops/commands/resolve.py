@@ -59,7 +59,7 @@ def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.check import parse_mount
+    from customops.mounts import parse_mount
     from customops.report.resolve import prediction_record, render_prediction
     from customops.scanners.elfcache import ElfReader
     from customops.scanners.linker import Dlopen, Environment, Linker, Scenario

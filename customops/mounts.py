@@ -1,0 +1,34 @@
+"""Mounts as `docker run -v HOST:CONTAINER` makes them: parsing, and mapping paths both ways."""
+
+from __future__ import annotations
+
+import os
+
+from customops.errors import CustomopsError
+
+Mounts = tuple[tuple[str, str], ...]  # (container directory, host directory)
+
+
+def parse_mount(value: str) -> tuple[str, str]:
+    """HOST_DIR:CONTAINER_DIR[:options], as docker -v takes it -> (container directory, host directory)."""
+    parts = value.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
+        raise CustomopsError(f"--mount {value}: expected HOST_DIR:CONTAINER_DIR (the container side absolute)")
+    return os.path.normpath(parts[1]), os.path.abspath(parts[0])
+
+
+def host_of(root: str, path: str, mounts: Mounts = ()) -> str:
+    """A container path as seen from here: through a mount (longest container prefix), else inside the root
+    (the same path when checking the container we run in)."""
+    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[0])):
+        if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
+            return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
+    return path if root == "/" else root.rstrip("/") + "/" + path.lstrip("/")
+
+
+def container_of(root: str, path: str, mounts: Mounts = ()) -> str:
+    """A path of this machine as the container sees it (the inverse of host_of)."""
+    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[1])):
+        if path == host_dir or path.startswith(host_dir.rstrip("/") + "/"):
+            return container_dir.rstrip("/") + path[len(host_dir.rstrip("/")):]
+    return path if root == "/" or not path.startswith(root.rstrip("/") + "/") else path[len(root.rstrip("/")):]
