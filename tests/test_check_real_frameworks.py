@@ -17,56 +17,26 @@ import pytest
 from customops.check import run_check
 from customops.container import from_root
 from customops.manifest import load_manifest
+from fixtures import real_container
+from fixtures.real_container import place
 
 pytestmark = pytest.mark.frameworks
-SRC = Path(__file__).resolve().parent.parent / "fixtures" / "src"
 LOAD_ERRORS = {"CO301", "CO302", "CO303", "CO304", "CO306", "CO308"}
 
 
 def package(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
+    found = real_container.package(name)
+    if found is None:
         pytest.skip(f"{name} is not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def place(source: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
-
-
-def stub_backend(directory: Path, name: str, *framework_libs: str) -> None:
-    """libtriton_<name>.so linking the real framework libraries, as the real backends do (RUNPATH $ORIGIN)."""
-    triton_lib = directory.parent.parent / "lib"
-    cmd = ["gcc", "-shared", "-fPIC", "-o", str(directory / f"libtriton_{name}.so"), str(SRC / "backend.c"),
-           "-Wl,--no-as-needed", f"-L{directory}", *(f"-l:{lib}" for lib in framework_libs), f"-L{triton_lib}",
-           "-l:libtritonserver.so", "-Wl,--enable-new-dtags,-rpath,$ORIGIN"]
-    subprocess.run(cmd, check=True, capture_output=True)
+    return found
 
 
 @pytest.fixture(scope="module")
-def real_container(tree, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("real") / "root"
-    shutil.copytree(tree / "container", root, symlinks=True)
-    backends = root / "opt/tritonserver/backends"
-    shutil.rmtree(backends)
-    ort = package("onnxruntime") / "capi"
-    (lib,) = ort.glob("libonnxruntime.so.1.*")
-    place(lib, backends / "onnxruntime" / lib.name)
-    (backends / "onnxruntime" / "libonnxruntime.so.1").symlink_to(lib.name)
-    stub_backend(backends / "onnxruntime", "onnxruntime", lib.name)
-    tf = package("tensorflow")
-    for name in ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2"):
-        place(tf / name, backends / "tensorflow" / name)
-    stub_backend(backends / "tensorflow", "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_cc.so.2")
-    torch_lib = package("torch") / "lib"
-    for lib in torch_lib.glob("*.so*"):
-        place(lib, backends / "pytorch" / lib.name)
-    stub_backend(backends / "pytorch", "pytorch", "libtorch.so", "libtorch_cpu.so", "libc10.so")
-    return root
+def real_root(tree, tmp_path_factory) -> Path:
+    try:
+        return real_container.assemble(tree, tmp_path_factory.mktemp("real") / "root")
+    except LookupError as exc:
+        pytest.skip(str(exc))
 
 
 def repository(root: Path, models: dict[str, tuple[str, Path]], manifest: str = "") -> Path:
@@ -93,13 +63,13 @@ def really_loads(code: str) -> tuple[bool, str]:
     return proc.returncode == 0, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
 
 
-def test_verdicts_match_the_real_frameworks(real_container):
+def test_verdicts_match_the_real_frameworks(real_root):
     ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
     extensions = Path(importlib.util.find_spec("onnxruntime_extensions").origin).parent  # type: ignore[union-attr]
     (ext_lib,) = extensions.glob("_extensions_pydll*.so")
     c10 = package("torch") / "lib" / "libc10.so"
     aoti = package("torch") / "lib" / "libaoti_custom_ops.so"
-    repo = repository(real_container, {"tf_text": ("tensorflow", ngrams), "ort_ext": ("onnxruntime", ext_lib),
+    repo = repository(real_root, {"tf_text": ("tensorflow", ngrams), "ort_ext": ("onnxruntime", ext_lib),
                                        "ort_wrong": ("onnxruntime", c10)})
     place(aoti, repo / "pt_ops" / aoti.name)
     (repo / "pt_ops" / "1").mkdir()
@@ -110,7 +80,7 @@ def test_verdicts_match_the_real_frameworks(real_container):
     place(libpython, repo / "host" / libpython.name)
     (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt_ops/{aoti.name}"]\n'
                                          f'[host]\npreload = ["host/{libpython.name}"]\n')
-    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_container)), ())
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), ())
     expectations = {
         f"/models/tf_text/ops/{ngrams.name}": f"import tensorflow as tf; tf.load_op_library({str(ngrams)!r})",
         f"/models/ort_ext/ops/{ext_lib.name}": ("import onnxruntime as o; s = o.SessionOptions(); "
@@ -126,10 +96,10 @@ def test_verdicts_match_the_real_frameworks(real_container):
     assert sum(1 for p, (ok, _) in verdicts.items() if ok) == 3
 
 
-def test_a_tensorflow_op_library_under_onnxruntime_fails_as_onnxruntime_reports(real_container):
+def test_a_tensorflow_op_library_under_onnxruntime_fails_as_onnxruntime_reports(real_root):
     ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
-    repo = repository(real_container, {"ort_tf": ("onnxruntime", ngrams)})
-    result = run_check([str(repo)], load_manifest(None), from_root(str(real_container)), ())
+    repo = repository(real_root, {"ort_tf": ("onnxruntime", ngrams)})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
     (finding,) = [f for f in result.findings if f.code in LOAD_ERRORS]
     assert finding.code == "CO302"
     real_ok, message = really_loads("import onnxruntime as o; s = o.SessionOptions(); "
@@ -137,10 +107,10 @@ def test_a_tensorflow_op_library_under_onnxruntime_fails_as_onnxruntime_reports(
     assert not real_ok and finding.predicted in message
 
 
-def test_an_onnxruntime_op_library_that_imports_python_symbols_fails_in_a_server_without_libpython(real_container):
+def test_an_onnxruntime_op_library_that_imports_python_symbols_fails_in_a_server_without_libpython(real_root):
     extensions = Path(importlib.util.find_spec("onnxruntime_extensions").origin).parent  # type: ignore[union-attr]
     (ext_lib,) = extensions.glob("_extensions_pydll*.so")
-    repo = repository(real_container, {"ort_ext": ("onnxruntime", ext_lib)})
-    result = run_check([str(repo)], load_manifest(None), from_root(str(real_container)), ())
+    repo = repository(real_root, {"ort_ext": ("onnxruntime", ext_lib)})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
     (finding,) = [f for f in result.findings if f.code in LOAD_ERRORS]
     assert finding.code == "CO304" and finding.symbol.startswith("Py")

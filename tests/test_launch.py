@@ -159,7 +159,7 @@ def test_plugins_are_merged_into_the_users_own_setting_not_duplicated():
 
 
 def test_a_repeated_start_reuses_the_decision_until_something_it_depends_on_changes(setup, tmp_path, tree):
-    repo, backends, argv, record = setup
+    repo, _backends, argv, record = setup
     cache = tmp_path / "cache"
     env = {"CUSTOMOPS_CACHE_DIR": str(cache)}
     first = launch(argv, record, "--dry-run", env=env)
@@ -175,7 +175,7 @@ def test_a_repeated_start_reuses_the_decision_until_something_it_depends_on_chan
 
 
 def test_a_changed_container_library_invalidates_the_decision(setup, tmp_path):
-    repo, backends, argv, record = setup
+    _repo, backends, argv, record = setup
     private = tmp_path / "backends"  # a copy: other tests read the shared fixture tree
     shutil.copytree(backends, private)
     argv = [str(private) if a == str(backends) else a for a in argv]
