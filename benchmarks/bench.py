@@ -119,6 +119,100 @@ def resolve_rows(libraries: list[str], runs: int) -> list[dict]:
     return rows
 
 
+def check_rows(root: Path, repo: Path, runs: int) -> list[dict]:
+    """customops check of a repository against a container root vs `ldd -r` over the same libraries (the
+    backend and custom libraries the check loads) with the backends on LD_LIBRARY_PATH."""
+    listing = subprocess.run([*CUSTOMOPS, "check", str(repo), "--container-root", str(root), "--format", "json",
+                              "--no-cache"], capture_output=True, text=True, cwd=ROOT)
+    report = json.loads(listing.stdout)
+    libraries = sorted({str(root) + s["path"] if s["path"].startswith("/opt/") else
+                        str(repo / s["source"]) if not s["source"].startswith("/") else s["source"]
+                        for s in report["plan"]["steps"]})
+    libraries = [lib for lib in libraries if os.path.exists(lib)]
+    backends = root / "opt/tritonserver/backends"
+    library_path = ":".join(str(d) for d in sorted(backends.iterdir()) if d.is_dir())
+    warm_page_cache([str(p) for p in backends.rglob("*.so*") if p.is_file()] + libraries)
+    cache = tempfile.mkdtemp(prefix="customops-bench-")
+    fresh = partial(shutil.rmtree, cache, ignore_errors=True)
+    check = [*CUSTOMOPS, "check", str(repo), "--container-root", str(root), "--format", "json", "--cache-dir", cache]
+    cold = measure("customops check (cold)", check, runs, before=fresh)
+    warm = measure("customops check (warm)", check, runs)
+    ldd = measure("ldd -r (same libraries, LD_LIBRARY_PATH=backends)",
+                  ["env", f"LD_LIBRARY_PATH={library_path}", "ldd", "-r", *libraries], runs)
+    shutil.rmtree(cache, ignore_errors=True)
+    return [{"file": f"{repo.name} ({len(report['models'])} models, {len(libraries)} libraries)",
+             "measurements": [asdict(m) for m in (cold, warm, ldd)], "cold_vs_ldd": cold.seconds / ldd.seconds}]
+
+
+def scale_rows(tree: Path, sizes: list[int], runs: int, out: Path) -> list[dict]:
+    """Repositories of N models sharing two op libraries: time must follow distinct libraries, not models."""
+    rows = []
+    for n in sizes:
+        repo = Path(tempfile.mkdtemp(prefix="customops-scale-")) / "models"
+        for lib in ("libtf_op.so", "libort_op.so"):
+            (repo / "shared").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / "example" / lib, repo / "shared" / lib)
+        (repo / "shared" / "1").mkdir()
+        (repo / "shared" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+        for i in range(n - 1):
+            backend, lib = ("tensorflow", "libtf_op.so") if i % 2 else ("onnxruntime", "libort_op.so")
+            (repo / f"m{i}" / "1").mkdir(parents=True)
+            (repo / f"m{i}" / "config.pbtxt").write_text(
+                f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "/models/shared/{lib}" }}\n')
+        cache = tempfile.mkdtemp(prefix="customops-bench-")
+        check = [*CUSTOMOPS, "check", str(repo), "--container-root", str(tree / "container"), "--format", "json",
+                 "--cache-dir", cache]
+        cold = measure(f"check, {n} models (cold)", check, runs, before=partial(shutil.rmtree, cache, True))
+        warm = measure(f"check, {n} models (warm)", check, runs)
+        rows.append({"models": n, "cold": cold.seconds, "warm": warm.seconds, "peak_rss_mb": cold.peak_rss_mb})
+        shutil.rmtree(repo.parent, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+    write_plot(rows, out)
+    return rows
+
+
+def write_plot(rows: list[dict], out: Path) -> None:
+    """An SVG line chart of check time against the number of models (no plotting library needed)."""
+    width, height, pad = 480, 300, 50
+    top = max(max(r["cold"], r["warm"]) for r in rows) * 1.15
+    xs = [pad + i * (width - 2 * pad) / max(len(rows) - 1, 1) for i in range(len(rows))]
+
+    def y(v: float) -> float:
+        return height - pad - v / top * (height - 2 * pad)
+
+    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<text x="{width / 2}" y="20" text-anchor="middle">customops check time vs models (shared libraries)'
+             "</text>",
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>']
+    for key, colour in (("cold", "#c0392b"), ("warm", "#2874a6")):
+        points = " ".join(f"{x:.0f},{y(r[key]):.0f}" for x, r in zip(xs, rows, strict=True))
+        lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        lines.append(f'<text x="{width - pad + 5}" y="{y(rows[-1][key]):.0f}" fill="{colour}">{key}</text>')
+    for x, r in zip(xs, rows, strict=True):
+        lines.append(f'<text x="{x:.0f}" y="{height - pad + 18}" text-anchor="middle">{r["models"]}</text>')
+    for fraction in (0, 0.5, 1):
+        lines.append(f'<text x="{pad - 6}" y="{y(top * fraction):.0f}" text-anchor="end">{top * fraction:.2f}s</text>')
+    lines.append(f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">models</text></svg>')
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+
+
+def launch_rows(root: Path, repo: Path, runs: int) -> list[dict]:
+    """Warm `customops launch --dry-run` minus a bare interpreter start."""
+    cache = tempfile.mkdtemp(prefix="customops-bench-")
+    argv = [*CUSTOMOPS, "launch", "--container-root", str(root), "--mount", f"{repo}:/models", "--warn-only",
+            "--dry-run", "--", "tritonserver", "--model-repository=/models"]
+    env_argv = ["env", f"CUSTOMOPS_CACHE_DIR={cache}", *argv]
+    run_once(env_argv)  # populate
+    warm = measure("customops launch --dry-run (warm)", env_argv, runs)
+    bare = measure("python -c pass", [sys.executable, "-c", "pass"], runs)
+    shutil.rmtree(cache, ignore_errors=True)
+    return [{"file": repo.name, "measurements": [asdict(warm), asdict(bare)],
+             "overhead_ms": (warm.seconds - bare.seconds) * 1000}]
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -149,7 +243,44 @@ def render(results: dict) -> str:
         name = f"{row['file']} (+{row['objects'] - 1} objects)"
         lines.append(f"| {name} | resolve cold / nm | {row['cold_vs_nm']:.2f}x |")
         lines.append(f"| {name} | resolve warm / nm | {row['warm_vs_nm']:.2f}x |")
+    for row in results["check"]:
+        lines.append(f"| {row['file']} | check cold / ldd -r | {row['cold_vs_ldd']:.2f}x |")
+    for row in results["launch"]:
+        lines.append(f"| launch | warm --dry-run minus python -c pass | {row['overhead_ms']:.0f} ms |")
+    lines += ["", "| models | check cold s | check warm s | peak RSS MB |", "|---:|---:|---:|---:|"]
+    for row in results["scale"]:
+        lines.append(f"| {row['models']} | {row['cold']:.3f} | {row['warm']:.3f} | {row['peak_rss_mb']:.0f} |")
+    extra = [("check", m) for row in results["check"] for m in row["measurements"]]
+    extra += [("launch", m) for row in results["launch"] for m in row["measurements"]]
+    lines += ["", "| section | command | median s | peak RSS MB |", "|---|---|---:|---:|"]
+    lines += [f"| {section} | {m['label']} | {m['seconds']:.3f} | {m['peak_rss_mb']:.0f} |" for section, m in extra]
     return "\n".join(lines)
+
+
+def real_repository(tree: Path) -> tuple[Path, Path]:
+    """The container from the real wheels, and a repository using published op libraries in it."""
+    from fixtures import real_container
+
+    base = Path(tempfile.mkdtemp(prefix="customops-real-"))
+    root = real_container.assemble(tree, base / "root")
+    repo = base / "models"
+    text = real_container.package("tensorflow_text")
+    ops = [("tf_ngrams", "tensorflow", text / "python/ops/_ngrams_op.so") if text else None,
+           ("tf_normalize", "tensorflow", text / "python/ops/_normalize_ops.so") if text else None,
+           ("ort_c10", "onnxruntime", real_container.package("torch") / "lib/libc10.so")]
+    for entry in filter(None, ops):
+        name, backend, lib = entry
+        real_container.place(lib, repo / name / "ops" / lib.name)
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(
+            f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "/models/{name}/ops/{lib.name}" }}\n')
+    aoti = real_container.package("torch") / "lib/libaoti_custom_ops.so"
+    real_container.place(aoti, repo / "pt" / "ops" / aoti.name)
+    (repo / "pt" / "1").mkdir(parents=True)
+    (repo / "pt" / "config.pbtxt").write_text('backend: "pytorch"\n')
+    (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt/ops/{aoti.name}"]\n')
+    shutil.copytree(repo, root / "models")
+    return root, root / "models"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,13 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fixture libraries only (seconds, no frameworks)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "results.json")
     args = parser.parse_args(argv)
-    if args.quick:
-        sys.path.insert(0, str(ROOT))
-        from fixtures.build import build
+    sys.path.insert(0, str(ROOT))
+    from fixtures.build import build
+    from fixtures.example import install
 
-        tree = build()
+    tree = build()
+    example = Path(tempfile.mkdtemp(prefix="customops-example-")) / "model_repository"
+    shutil.copytree(ROOT / "examples" / "model_repository", example, ignore=shutil.ignore_patterns("*.so"))
+    install(example)
+    if args.quick:
         scan_files = [str(tree / "e/libvuser.so")]
         resolve_libs = [str(tree / "bfs/libtop.so")]
+        check_root, check_repo = tree / "container", example
+        sizes = [10, 20]
     else:
         candidates = [package_file("tensorflow", "libtensorflow_cc.so.2"),
                       package_file("torch", "lib", "libtorch_cpu.so")]
@@ -172,8 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         resolve_libs = scan_files[:1]
         if not scan_files:
             raise SystemExit("install torch==2.13.0 and tensorflow-cpu (./scripts/test.sh does) or use --quick")
+        check_root, check_repo = real_repository(tree)
+        sizes = [10, 100, 1000]
     results = {"machine": machine(), "runs": args.runs, "scan": scan_rows(scan_files, args.runs),
-               "resolve": resolve_rows(resolve_libs, args.runs)}
+               "resolve": resolve_rows(resolve_libs, args.runs),
+               "check": check_rows(check_root, check_repo, args.runs),
+               "scale": scale_rows(tree, sizes, max(1, min(args.runs, 3)), args.out.parent / "scale.svg"),
+               "launch": launch_rows(tree / "container", example, args.runs)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(render(results))
