@@ -80,6 +80,8 @@ def load_manifest(path: str | None) -> Manifest:
         raise InputError(path, exc.strerror or str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, f"CO106 not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # found by fuzzing: tomllib decodes the whole file as UTF-8 first
+        raise InputError(path, f"CO106 not UTF-8 text (byte {exc.start})") from None
     base = os.path.dirname(os.path.abspath(path))
 
     def fail(reason: str) -> InputError:

@@ -1,0 +1,39 @@
+"""Every input a fuzz campaign crashed on (tests/fuzz/regressions/<target>-<hash>), kept as a test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from customops.errors import ElfError, InputError
+from customops.manifest import load_manifest
+from customops.repository import read_model
+from customops.scanners.elf import FileIdentity, parse_elf
+from customops.scanners.ldcache import parse_ld_cache
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*"))
+
+
+def replay(target: str, data: bytes, tmp_path: Path) -> None:
+    if target == "manifest":
+        (tmp_path / "customops.toml").write_bytes(data)
+        with pytest.raises(InputError, match="CO106"):
+            load_manifest(str(tmp_path / "customops.toml"))
+    elif target == "elf":
+        with pytest.raises(ElfError):
+            parse_elf("fuzzed.so", data, FileIdentity(0, 0, len(data), 0))
+    elif target == "ldcache":
+        with pytest.raises(InputError):
+            parse_ld_cache(data)
+    elif target == "config":
+        (tmp_path / "m" / "1").mkdir(parents=True)
+        (tmp_path / "m" / "config.pbtxt").write_bytes(data)
+        assert read_model(str(tmp_path / "m"), "m").problems
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.name for p in REGRESSIONS])
+def test_a_fuzz_crash_stays_fixed(path, tmp_path):
+    replay(path.name.split("-", 1)[0], path.read_bytes(), tmp_path)
