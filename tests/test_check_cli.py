@@ -97,7 +97,7 @@ def test_output_file(example, tmp_path):
     assert json.loads(out.read_text())["schema"] == "customops.check/1"
 
 
-def test_checking_never_modifies_the_repository(example):
+def test_checking_and_launching_never_modify_the_repository(example):
     repo, container = example
 
     def snapshot() -> dict:
@@ -107,6 +107,11 @@ def test_checking_never_modifies_the_repository(example):
     before = snapshot()
     for fmt in ("text", "json", "sarif", "junit", "github"):
         customops("check", str(repo), "--container-root", str(container), "--format", fmt)
+    for _ in range(2):  # the second run takes the cached decision
+        customops("launch", "--container-root", str(container), "--mount", f"{repo}:/models", "--warn-only",
+                  "--dry-run", "--", "tritonserver", "--model-repository=/models")
+    customops("env", "--container-root", str(container), "--mount", f"{repo}:/models", "--", "tritonserver",
+              "--model-repository=/models")
     assert snapshot() == before
 
 
