@@ -150,7 +150,9 @@ _TABLE = (
          "Libraries loaded separately share state (registries, singletons); the first loaded wins.",
          "Build with -fno-gnu-unique, or hide the symbols."),
     Code("CO406", E, "duplicate registration",
-         "Two libraries register the same TensorRT plugin creator, TF op, Torch namespace or ORT domain/op.",
+         "Two libraries register the same Torch namespace (TORCH_LIBRARY, read from .symtab), or the same TF, "
+         "ORT or TensorRT registrations (detected when the libraries are identical; names are not readable "
+         "statically for those).",
          "Depends on the framework: first wins, silent drop, or abort at load.",
          "Load only one of the libraries, or rename the registrations."),
     Code("CO407", W, "two different files with the same SONAME",

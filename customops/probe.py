@@ -22,12 +22,13 @@ from dataclasses import dataclass
 
 LOADER = """
 import ctypes, os, sys
-try:
-    ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_LOCAL)
-except OSError as exc:
-    print("FAILED " + str(exc), flush=True)
-    sys.exit(1)
-print("LOADED", flush=True)
+for path in sys.argv[1:]:
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        print("FAILED " + str(exc), flush=True)
+        sys.exit(1)
+    print("LOADED " + path, flush=True)
 """
 
 
@@ -72,17 +73,23 @@ def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, en
     return (None if timed_out else proc.returncode), output.decode("utf-8", "replace"), files, timed_out
 
 
-def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096) -> ProbeResult:
+def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
+               after: tuple[str, ...] = ()) -> ProbeResult:
+    """Load `after` (in order), then `library`, in one isolated process: a duplicate registration between
+    them shows as the framework's own failure (e.g. the abort of a second TORCH_LIBRARY)."""
     library = os.path.abspath(library)
-    status, output, files, timed_out = run_isolated([python or sys.executable, "-I", "-c", LOADER, library],
+    libraries = [*(os.path.abspath(a) for a in after), library]
+    status, output, files, timed_out = run_isolated([python or sys.executable, "-I", "-c", LOADER, *libraries],
                                                     timeout, memory_mb)
     if timed_out:
         return ProbeResult(library, "timeout", f"still loading after {timeout:g} s", None, output, files)
     if status is not None and status < 0:
         name = signal.Signals(-status).name
-        return ProbeResult(library, "crashed", f"killed by {name} while loading", -status, output, files)
+        reason = next((line.strip() for line in output.splitlines() if "what():" in line), "")
+        return ProbeResult(library, "crashed", f"killed by {name} while loading" + (f": {reason}" if reason else ""),
+                           -status, output, files)
     for line in output.splitlines():
-        if line.startswith("LOADED"):
+        if line == f"LOADED {library}":
             return ProbeResult(library, "loaded", "", None, output, files)
         if line.startswith("FAILED "):
             return ProbeResult(library, "failed", line[len("FAILED "):], None, output, files)

@@ -301,6 +301,29 @@ def test_co407_two_different_files_with_one_soname(repo):
     assert "CO407" in codes(repo.check())
 
 
+def test_co406_two_copies_of_one_tensorrt_plugin_library(repo):
+    repo.model("m", 'platform: "tensorrt_plan"\n', model_file="model.plan")
+    repo.manifest('[tensorrt]\nplugins = ["m/a/libplugin.so", "m/b/libplugin.so"]\n')
+    repo.library("m/a/libplugin.so", "example/libtrt10_plugin.so")
+    repo.library("m/b/libplugin.so", "example/libtrt10_plugin.so")
+    finding = only(repo.check(), "CO406")
+    assert finding.library == "/models/m/b/libplugin.so" and finding.predicted == "Could not register plugin creator"
+
+
+def test_co406_one_onnxruntime_op_library_listed_twice_for_one_model(repo):
+    first = repo.library("m/a/libop.so", "example/libort_op.so")
+    second = repo.library("m/b/libop.so", "example/libort_op.so")
+    repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: ["{first}", "{second}"] }}\n')
+    assert only(repo.check(), "CO406").library == second
+
+
+def test_different_onnxruntime_op_libraries_for_one_model_do_not_collide(repo):
+    first = repo.library("m/a/libop.so", "example/libort_op.so")
+    second = repo.library("m/b/libop.so", "example/libort_op_new_api.so")
+    repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: ["{first}", "{second}"] }}\n')
+    assert "CO406" not in codes(repo.check())
+
+
 # -- versions and hygiene ----------------------------------------------------------------------------
 
 

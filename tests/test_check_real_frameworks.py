@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from customops.check import run_check
+from customops.codes import Severity
 from customops.container import from_root
 from customops.manifest import load_manifest
 from fixtures import real_container
@@ -42,6 +43,7 @@ def real_root(tree, tmp_path_factory) -> Path:
 def repository(root: Path, models: dict[str, tuple[str, Path]], manifest: str = "") -> Path:
     repo = root / "models"
     shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir()
     for name, (backend, op_library) in models.items():
         (repo / name / "1").mkdir(parents=True)
         dest = repo / name / "ops" / op_library.name
@@ -114,3 +116,84 @@ def test_an_onnxruntime_op_library_that_imports_python_symbols_fails_in_a_server
     result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
     (finding,) = [f for f in result.findings if f.code in LOAD_ERRORS]
     assert finding.code == "CO304" and finding.symbol.startswith("Py")
+
+
+@pytest.fixture(scope="module")
+def torch_ops() -> Path:
+    package("torch")
+    from fixtures import torch_ops as builder
+
+    return builder.build()
+
+
+def pytorch_repository(root: Path, libraries: list[Path]) -> Path:
+    repo = repository(root, {})
+    (repo / "pt" / "1").mkdir(parents=True)
+    (repo / "pt" / "config.pbtxt").write_text('backend: "pytorch"\n')
+    for library in libraries:
+        place(library, repo / "pt" / "ops" / library.name)
+    ops = ", ".join(f'"pt/ops/{lib.name}"' for lib in libraries)
+    (repo / "customops.toml").write_text(f"[pytorch]\nops = [{ops}]\n")
+    return repo
+
+
+def co406(result) -> list:  # type: ignore[no-untyped-def]
+    return [f for f in result.findings if f.code == "CO406"]
+
+
+def test_torch_namespaces_are_read_from_the_symbol_table(torch_ops):
+    from customops.scanners.elf import open_mapped, parse_elf, symtab_strings
+    from customops.scanners.registrations import static_registrations
+
+    def torch_blocks(name: str) -> set[tuple[str, str]]:
+        path = str(torch_ops / f"lib{name}.so")
+        info = parse_elf(path, *open_mapped(path))
+        found = static_registrations(info, symtab_strings(path, b"TORCH_LIBRARY"))
+        return {(r.kind, r.name) for r in found if r.framework == "torch"}
+
+    assert torch_blocks("labops_a") == {("namespace", "labops")}
+    assert torch_blocks("labops_b") == {("namespace", "labops")}
+    assert torch_blocks("labops_frag") == {("fragment", "labops")}
+
+
+def test_a_second_torch_library_for_one_namespace_aborts_as_predicted(real_root, torch_ops):
+    a, b = torch_ops / "liblabops_a.so", torch_ops / "liblabops_b.so"
+    repo = pytorch_repository(real_root, [a, b])
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), ())
+    (finding,) = co406(result)
+    assert finding.symbol == "labops" and finding.library.endswith(b.name)
+    real_ok, _ = really_loads(f"import torch; torch.ops.load_library({str(a)!r}); "
+                                    f"torch.ops.load_library({str(b)!r})")
+    assert not real_ok
+    from customops.probe import probe_load
+
+    probed = probe_load(str(b), after=(str(a),), timeout=240)
+    assert probed.status == "crashed" and finding.predicted in probed.message
+
+
+def test_a_torch_library_fragment_may_extend_a_namespace_defined_elsewhere(real_root, torch_ops):
+    a, frag = torch_ops / "liblabops_a.so", torch_ops / "liblabops_frag.so"
+    repo = pytorch_repository(real_root, [a, frag])
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), ())
+    assert co406(result) == []
+    real_ok, message = really_loads(f"import torch; torch.ops.load_library({str(a)!r}); "
+                                    f"torch.ops.load_library({str(frag)!r}); "
+                                    "assert int(torch.ops.labops.quad(torch.ones(1))) == 4")
+    assert real_ok, message
+
+
+def test_a_tensorflow_op_library_copied_into_two_models_registers_its_ops_once(real_root, tmp_path):
+    ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
+    second = tmp_path / "copy" / ngrams.name
+    second.parent.mkdir()
+    shutil.copy(ngrams, second)
+    repo = repository(real_root, {"tf_a": ("tensorflow", ngrams), "tf_b": ("tensorflow", second)})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
+    (finding,) = co406(result)
+    assert finding.model == "tf_b" and finding.severity == Severity.WARNING
+    real_ok, message = really_loads(
+        "import tensorflow as tf\n"
+        f"first = tf.load_op_library({str(ngrams)!r}); second = tf.load_op_library({str(second)!r})\n"
+        "dropped = set(dir(first)) - set(dir(second))\n"  # the op wrappers; the rest are module helpers
+        "assert 'TFText_NgramsStringJoin' in dropped, dropped\n")
+    assert real_ok, message

@@ -13,6 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--python", metavar="PATH", help="the interpreter that loads them (default: this one)")
     p.add_argument("--timeout", type=float, default=60, help="seconds per library (default 60)")
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
+    p.add_argument("--together", action="store_true",
+                   help="load them in order into one process (duplicate registrations show there)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)
 
@@ -20,7 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from customops.probe import probe_load
 
-    results = [probe_load(lib, args.python, args.timeout, args.memory_mb) for lib in args.libraries]
+    if args.together:
+        results = [probe_load(lib, args.python, args.timeout, args.memory_mb, tuple(args.libraries[:i]))
+                   for i, lib in enumerate(args.libraries)]
+    else:
+        results = [probe_load(lib, args.python, args.timeout, args.memory_mb) for lib in args.libraries]
     if args.format == "json":
         print(json.dumps([r.__dict__ for r in results], indent=2))
     else:

@@ -627,6 +627,37 @@ def parse_elf(path: str, data: mmap.mmap | bytes, identity: FileIdentity) -> Elf
         raise ElfError(path, f"malformed ELF file ({exc})") from None
 
 
+def symtab_strings(path: str, pattern: bytes) -> list[bytes]:
+    """Names in the `.strtab` of `.symtab` (local symbols included) that contain `pattern`: found in the raw
+    string table, without iterating the (often huge) symbol table. Empty when the file has no `.symtab`."""
+    import re
+
+    data, _identity = open_mapped(path)
+    try:
+        is64, little = data[4] == ELFCLASS64, data[5] == ELFDATA2LSB
+        endian = "<" if little else ">"
+        header = struct.unpack_from(endian + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"), data, 16)
+        shoff, shentsize, shnum = header[5], header[10], header[11]
+        fmt = endian + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII")
+        sections = [struct.unpack_from(fmt, data, shoff + i * shentsize) for i in range(shnum)]
+        symtab = next((s for s in sections if s[1] == SHT_SYMTAB), None)
+        if symtab is None or symtab[6] >= len(sections):
+            return []
+        strtab = sections[symtab[6]]
+        start, size = strtab[4], strtab[5]
+        if start + size > len(data):
+            return []
+        table = bytes(data[start:start + size])
+    except (struct.error, IndexError):
+        return []
+    found = []
+    for match in re.finditer(re.escape(pattern), table):
+        begin = table.rfind(b"\0", 0, match.start()) + 1
+        end = table.find(b"\0", match.end())
+        found.append(table[begin:end if end >= 0 else len(table)])
+    return sorted(set(found))
+
+
 def loader_ranges(path: str) -> list[tuple[int, int]]:
     """The byte ranges of a file the dynamic linker reads (and this reader parses), relocations aside:
     what a container profile keeps of each library. Merged, sorted (offset, length) pairs."""
