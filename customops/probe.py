@@ -22,12 +22,32 @@ from dataclasses import dataclass
 
 LOADER = """
 import ctypes, os, sys
-for path in sys.argv[1:]:
+framework, paths = sys.argv[1], sys.argv[2:]
+if framework == "torch":
+    import torch
+    registry = lambda: {s.name for s in torch._C._jit_get_all_schemas()}
+    load = torch.ops.load_library
+elif framework == "tensorflow":
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as tf_session
+    def load(path):  # what tf.load_op_library does, keeping the op list TensorFlow reports for the library
+        global added
+        ops = op_def_pb2.OpList.FromString(tf_session.TF_GetOpList(tf_session.TF_LoadLibrary(path)))
+        added = {op.name for op in ops.op}
+else:
+    load = lambda path: ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+for path in paths:
+    before = registry() if framework == "torch" else set()
+    added = set()
     try:
-        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    except OSError as exc:
-        print("FAILED " + str(exc), flush=True)
+        load(path)
+    except Exception as exc:
+        print("FAILED " + " ".join(str(exc).split()), flush=True)
         sys.exit(1)
+    if framework == "torch":
+        added = registry() - before
+    for name in sorted(added):
+        print("REGISTERED " + path + " " + name, flush=True)
     print("LOADED " + path, flush=True)
 """
 
@@ -40,6 +60,7 @@ class ProbeResult:
     signal: int | None
     output: str
     sandbox_files: tuple[str, ...]  # what the library wrote into its working directory
+    registered: tuple[str, ...] = ()  # ops/schemas the framework registry gained (framework probes only)
 
 
 def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, env: dict[str, str] | None = None
@@ -74,13 +95,15 @@ def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, en
 
 
 def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
-               after: tuple[str, ...] = ()) -> ProbeResult:
+               after: tuple[str, ...] = (), framework: str = "none") -> ProbeResult:
     """Load `after` (in order), then `library`, in one isolated process: a duplicate registration between
-    them shows as the framework's own failure (e.g. the abort of a second TORCH_LIBRARY)."""
+    them shows as the framework's own failure (e.g. the abort of a second TORCH_LIBRARY). With a
+    `framework` ("torch", "tensorflow"), the library is loaded the way that framework loads op libraries and
+    the names its registry gained are reported; "none" is a plain dlopen(RTLD_NOW | RTLD_LOCAL)."""
     library = os.path.abspath(library)
     libraries = [*(os.path.abspath(a) for a in after), library]
-    status, output, files, timed_out = run_isolated([python or sys.executable, "-I", "-c", LOADER, *libraries],
-                                                    timeout, memory_mb)
+    argv = [python or sys.executable, "-I", "-c", LOADER, framework, *libraries]
+    status, output, files, timed_out = run_isolated(argv, timeout, memory_mb)
     if timed_out:
         return ProbeResult(library, "timeout", f"still loading after {timeout:g} s", None, output, files)
     if status is not None and status < 0:
@@ -90,7 +113,9 @@ def probe_load(library: str, python: str | None = None, timeout: float = 60, mem
                            -status, output, files)
     for line in output.splitlines():
         if line == f"LOADED {library}":
-            return ProbeResult(library, "loaded", "", None, output, files)
+            registered = tuple(line.split(" ", 2)[2] for line in output.splitlines()
+                               if line.startswith(f"REGISTERED {library} "))
+            return ProbeResult(library, "loaded", "", None, output, files, registered)
         if line.startswith("FAILED "):
             return ProbeResult(library, "failed", line[len("FAILED "):], None, output, files)
     return ProbeResult(library, "crashed", f"exited with status {status} while loading", None, output, files)

@@ -167,8 +167,29 @@ def test_a_second_torch_library_for_one_namespace_aborts_as_predicted(real_root,
     assert not real_ok
     from customops.probe import probe_load
 
-    probed = probe_load(str(b), after=(str(a),), timeout=240)
+    probed = probe_load(str(b), after=(str(a),), timeout=240, framework="torch")
     assert probed.status == "crashed" and finding.predicted in probed.message
+
+
+def test_a_torch_probe_reports_the_schemas_each_library_registers(torch_ops):
+    from customops.probe import probe_load
+
+    a, frag = torch_ops / "liblabops_a.so", torch_ops / "liblabops_frag.so"
+    assert probe_load(str(a), framework="torch", timeout=240).registered == ("labops::add_one", "labops::twice")
+    together = probe_load(str(frag), after=(str(a),), framework="torch", timeout=240)
+    assert together.status == "loaded" and together.registered == ("labops::quad",)
+
+
+def test_a_tensorflow_probe_reports_the_ops_a_published_library_registers_and_a_copy_registers_none(tmp_path):
+    from customops.probe import probe_load
+
+    ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
+    copy = tmp_path / ngrams.name
+    shutil.copy(ngrams, copy)
+    alone = probe_load(str(ngrams), framework="tensorflow", timeout=240)
+    assert alone.status == "loaded" and alone.registered == ("TFText>NgramsStringJoin",)
+    second = probe_load(str(copy), after=(str(ngrams),), framework="tensorflow", timeout=240)
+    assert second.status == "loaded" and second.registered == ()
 
 
 def test_a_torch_library_fragment_may_extend_a_namespace_defined_elsewhere(real_root, torch_ops):

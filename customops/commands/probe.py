@@ -15,6 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
     p.add_argument("--together", action="store_true",
                    help="load them in order into one process (duplicate registrations show there)")
+    p.add_argument("--framework", choices=("none", "torch", "tensorflow"), default="none",
+                   help="load as that framework loads op libraries and list what its registry gained "
+                        "(default: a plain dlopen)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)
 
@@ -23,15 +26,19 @@ def run(args: argparse.Namespace) -> int:
     from customops.probe import probe_load
 
     if args.together:
-        results = [probe_load(lib, args.python, args.timeout, args.memory_mb, tuple(args.libraries[:i]))
+        results = [probe_load(lib, args.python, args.timeout, args.memory_mb, tuple(args.libraries[:i]),
+                              args.framework)
                    for i, lib in enumerate(args.libraries)]
     else:
-        results = [probe_load(lib, args.python, args.timeout, args.memory_mb) for lib in args.libraries]
+        results = [probe_load(lib, args.python, args.timeout, args.memory_mb, framework=args.framework)
+                   for lib in args.libraries]
     if args.format == "json":
         print(json.dumps([r.__dict__ for r in results], indent=2))
     else:
         for r in results:
             print(f"{r.status:>8}  {r.library}" + (f": {r.message}" if r.message else ""))
+            for name in r.registered:
+                print(f"          registered {name}")
             if r.sandbox_files:
                 print(f"          wrote into its sandbox: {', '.join(r.sandbox_files)}")
     return 0 if all(r.status == "loaded" for r in results) else 1
