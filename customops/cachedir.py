@@ -47,3 +47,17 @@ def store_result(path: Path, value: object) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def tree_fingerprint(directory: str) -> str:
+    """Every file and directory under `directory` with its file_key: changes when anything in the tree does."""
+    entries = []
+    for current, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files) + dirs:
+            path = os.path.join(current, name)
+            try:
+                entries.append(f"{os.path.relpath(path, directory)}={file_key(path)}")
+            except OSError:
+                entries.append(f"{os.path.relpath(path, directory)}=?")
+    return "\n".join(entries)

@@ -30,6 +30,26 @@ class CheckResult:
     step_outcomes: list[tuple[LoadStep, object]] = field(default_factory=list)
 
 
+def dependencies(result: CheckResult) -> list[str]:
+    """The container files and directories a check's answer depends on, for caching it: every object
+    loaded, the system, backend and /etc directories, and every directory a failed search looked in (a
+    directory's mtime changes when a file is added to or removed from it)."""
+    if result.prediction is None:
+        return []
+    target = result.container.target
+    paths = {o.path for o in result.prediction.objects}
+    if target is not None:
+        searched = {os.path.dirname(a.path) for o in result.prediction.outcomes for s in o.searches
+                    for a in s.attempts if a.result != "found"}
+        for directory in (*target.system_dirs, result.container.backend_dir, "/etc", *searched):
+            host = target.host_path(directory) if directory else None
+            if host and os.path.isdir(host):
+                paths.add(host)
+                if directory == result.container.backend_dir:
+                    paths.update(os.path.join(host, d) for d in os.listdir(host))
+    return sorted(paths)
+
+
 def run_check(repositories: list[str], manifest: Manifest, container: Container, mounts: tuple[tuple[str, str], ...],
               config_name: str | None = None, only_models: set[str] | None = None,
               reader: ElfReader | None = None, extra_preload: str | None = None,

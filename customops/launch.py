@@ -14,7 +14,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from customops.check import CheckResult, build_plan, run_check
+from customops.check import CheckResult, build_plan, dependencies, run_check
 from customops.codes import Severity
 from customops.container import DEFAULT_BACKEND_DIR, from_root
 from customops.errors import CustomopsError
@@ -41,18 +41,7 @@ class Launch:
 
     def dependencies(self) -> list[str]:
         """What the decision depends on in the container (see customops.launch_cache)."""
-        if self.check is None or self.check.prediction is None:
-            return []
-        target = self.check.container.target
-        paths = {o.path for o in self.check.prediction.objects}
-        if target is not None:
-            for directory in (*target.system_dirs, self.check.container.backend_dir, "/etc"):
-                host = target.host_path(directory)
-                if host and os.path.isdir(host):
-                    paths.add(host)
-                    if directory == self.check.container.backend_dir:
-                        paths.update(os.path.join(host, d) for d in os.listdir(host))
-        return sorted(paths)
+        return [] if self.check is None else dependencies(self.check)
 
     def exports(self) -> str:
         lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]

@@ -12,11 +12,10 @@ miss. This module imports nothing heavy, so a hit costs an interpreter start and
 from __future__ import annotations
 
 import json
-import os
 import shlex
 
 from customops import __version__
-from customops.cachedir import default_cache_dir, file_key, load_result, result_path, store_result
+from customops.cachedir import default_cache_dir, file_key, load_result, result_path, store_result, tree_fingerprint
 from customops.mounts import Mounts, host_of
 from customops.serverargs import parse
 
@@ -29,25 +28,12 @@ def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: di
     try:
         for repository in args.repositories:
             host = host_of(root, repository, mounts)
-            parts.append(_tree_fingerprint(host))
+            parts.append(tree_fingerprint(host))
         if options.get("manifest"):
             parts.append(file_key(options["manifest"]))
     except OSError:
         return None
     return parts
-
-
-def _tree_fingerprint(directory: str) -> str:
-    entries = []
-    for current, dirs, files in os.walk(directory):
-        dirs.sort()
-        for name in sorted(files) + dirs:
-            path = os.path.join(current, name)
-            try:
-                entries.append(f"{os.path.relpath(path, directory)}={file_key(path)}")
-            except OSError:
-                entries.append(f"{os.path.relpath(path, directory)}=?")
-    return "\n".join(entries)
 
 
 def cached(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str],

@@ -147,3 +147,22 @@ def test_explain_prints_the_template_for_every_code():
         text = customops("explain", code).stdout
         for heading in ("What it detects", "Why it matters", "How to fix it", "How to suppress it"):
             assert heading in text
+
+
+def test_a_cached_report_is_reused_only_while_nothing_it_depends_on_changes(example, tmp_path):
+    repo, container = example
+    cache = tmp_path / "cache"
+    argv = ("check", str(repo), "--container-root", str(container), "--format", "json", "--cache-dir", str(cache))
+    first = customops(*argv)
+    assert any(f["code"] == "CO302" and "libnvinfer.so.8" in f["message"] for f in json.loads(first.stdout)["findings"])
+    assert list((cache / "check").rglob("*")), "the report was not cached"
+    assert customops(*argv).stdout == first.stdout
+    # The missing library appears in a directory the search looked in: the directory changed, so must the answer.
+    system_dir = container / "usr/lib/x86_64-linux-gnu"
+    shutil.copy(system_dir / "libnvinfer.so.10", system_dir / "libnvinfer.so.8")
+    after = customops(*argv)
+    assert after.stdout != first.stdout
+    assert after.stdout == customops("check", str(repo), "--container-root", str(container), "--format", "json",
+                                     "--no-cache").stdout
+    assert not any(f["code"] == "CO302" and "libnvinfer.so.8" in f["message"]
+                   for f in json.loads(after.stdout)["findings"])

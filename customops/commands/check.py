@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -38,7 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.check import default_mounts, run_check
+    repositories = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
+    if not repositories:
+        raise CustomopsError("no model repository given")
+    cache_key = None if args.no_cache or args.format == "text" else report_key(args, repositories)
+    if cache_key is not None and (hit := cached_report(cache_key)) is not None:
+        emit(hit["report"], args.output)
+        return int(hit["exit_code"])
+    from customops.check import default_mounts, dependencies, run_check
     from customops.codes import Severity
     from customops.container import from_release, from_root, read_profile
     from customops.manifest import find_manifest, load_manifest
@@ -46,9 +54,6 @@ def run(args: argparse.Namespace) -> int:
     from customops.report import check as report
     from customops.scanners.elfcache import ElfReader
 
-    repositories = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
-    if not repositories:
-        raise CustomopsError("no model repository given")
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     manifest = load_manifest(args.manifest or find_manifest(repositories))
     notes = []
@@ -89,12 +94,70 @@ def run(args: argparse.Namespace) -> int:
             report.render_text(result, fail_on, exit_code, base)
     else:
         text = rendered[args.format]()
-        if args.output:
-            with open(args.output, "w") as f:
-                f.write(text if text.endswith("\n") else text + "\n")
-        else:
-            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+        emit(text, args.output)
+        if cache_key is not None:
+            store_report(cache_key, {"report": text, "exit_code": exit_code},
+                         [*dependencies(result), *([profile] if profile else [])])
     return exit_code
+
+
+def emit(text: str, output: str | None) -> None:
+    if output:
+        with open(output, "w") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] | None:
+    """A machine-readable report is cached (CI runs the same check again and again): the key is the options,
+    the identity of every file in the repositories and of the manifest and profile named; what the answer
+    depended on in the container is recorded with the report and compared on every hit (see
+    customops.launch_cache for the same scheme)."""
+    from customops import __version__
+    from customops.cachedir import file_key, tree_fingerprint
+
+    options = {k: v for k, v in vars(args).items() if k not in ("run", "cache_dir", "no_cache", "output")}
+    parts = [__version__, "check", json.dumps(options, sort_keys=True, default=str), json.dumps(repositories),
+             str(os.path.isdir("/opt/tritonserver"))]
+    try:
+        parts += [tree_fingerprint(r) for r in repositories]
+        parts += [file_key(p) for p in (args.manifest, args.profile) if p]
+    except OSError:
+        return None
+    return [str(args.cache_dir or ""), *parts]
+
+
+def cached_report(key: list[str]) -> dict | None:  # type: ignore[type-arg]
+    from customops.cachedir import file_key, load_result
+
+    hit = load_result(_report_path(key))
+    if not isinstance(hit, dict) or not isinstance(hit.get("report"), str):
+        return None
+    for path, identity in hit.get("dependencies", {}).items():
+        try:
+            if file_key(path) != identity:
+                return None
+        except OSError:
+            return None
+    return hit
+
+
+def store_report(key: list[str], value: dict, depends_on: list[str]) -> None:  # type: ignore[type-arg]
+    from customops.cachedir import file_key, store_result
+
+    try:
+        identities = {path: file_key(path) for path in depends_on}
+    except OSError:
+        return  # something it depends on vanished meanwhile: do not cache
+    store_result(_report_path(key), {**value, "dependencies": identities})
+
+
+def _report_path(key: list[str]) -> Path:
+    from customops.cachedir import default_cache_dir, result_path
+
+    cache_dir, *parts = key
+    return result_path(Path(cache_dir) if cache_dir else default_cache_dir(), "check", *parts)
 
 
 def beside_repository(manifest, repositories: list[str]) -> str | None:  # type: ignore[no-untyped-def]
