@@ -13,6 +13,7 @@ Every malformed or hostile input ends in `ElfError(path, reason)`; nothing else 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -501,6 +502,7 @@ class SymbolTable:
     @cached_property
     def _strtab_and_nuls(self) -> tuple[bytes, np.ndarray]:
         strtab = bytes(self._data[self._strtab_offset:self._strtab_end])
+        _release_pages(self._data, self._strtab_offset, self._strtab_end)
         return strtab, np.flatnonzero(np.frombuffer(strtab, dtype=np.uint8) == 0)
 
     @cached_property
@@ -510,6 +512,16 @@ class SymbolTable:
         e = self.entries
         return (e["st_info"].tolist(), e["st_other"].tolist(), e["st_shndx"].tolist(), e["st_value"].tolist(),
                 e["st_size"].tolist(), None if self.versym is None else self.versym.tolist())
+
+
+def _release_pages(data: mmap.mmap | bytes, start: int, end: int) -> None:
+    """Drop the mapped pages of a range just copied out of the file: they would count twice in the resident
+    set (the copy and the file pages), which for libtensorflow_cc.so.2's string table is ~60 MB. Reading the
+    range again faults the pages back in from the page cache."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        first = start - start % mmap.PAGESIZE
+        with contextlib.suppress(OSError, ValueError):
+            data.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 class _HashTable:
