@@ -150,7 +150,9 @@ def test_explain_prints_the_template_for_every_code():
 
 
 def test_a_cached_report_is_reused_only_while_nothing_it_depends_on_changes(example, tmp_path):
-    repo, container = example
+    repo, shared_container = example
+    container = tmp_path / "container"  # a private copy: the fixture container is shared by every test
+    shutil.copytree(shared_container, container, symlinks=True)
     cache = tmp_path / "cache"
     argv = ("check", str(repo), "--container-root", str(container), "--format", "json", "--cache-dir", str(cache))
     first = customops(*argv)
