@@ -159,6 +159,12 @@ _TABLE = (
          "Two different files that share a SONAME are both asked for; only the first loaded is ever used.",
          "The second is silently replaced by the first: its symbols may be missing or different.",
          "Load one copy, or give the libraries different SONAMEs."),
+    Code("CO408", E, "a model calls ops that no loaded library registers",
+         "A TorchScript model's serialized code calls ops.<ns>.<op> for a namespace that no loaded op library "
+         "defines (TORCH_LIBRARY or a fragment, read from .symtab) and the container's PyTorch libraries do "
+         "not mention.",
+         "torch::jit::load fails with \"Unknown builtin op\" and the model does not load.",
+         "List the op library under [pytorch] ops in customops.toml (customops launch preloads it)."),
     Code("CO501", E, "TensorRT major version mismatch",
          "A TensorRT plugin library needs libnvinfer.so.N of another major version than the container's.",
          "`libnvinfer.so.8: cannot open shared object file` or undefined TensorRT symbols.",

@@ -218,3 +218,42 @@ def test_a_tensorflow_op_library_copied_into_two_models_registers_its_ops_once(r
         "dropped = set(dir(first)) - set(dir(second))\n"  # the op wrappers; the rest are module helpers
         "assert 'TFText_NgramsStringJoin' in dropped, dropped\n")
     assert real_ok, message
+
+
+def torchscript_model(repo: Path, torch_ops: Path) -> Path:
+    """A traced model calling labops::add_one and labops::twice (built with liblabops_a loaded)."""
+    (repo / "pt" / "1").mkdir(parents=True, exist_ok=True)
+    model = repo / "pt" / "1" / "model.pt"
+    code = (f"import torch\ntorch.ops.load_library({str(torch_ops / 'liblabops_a.so')!r})\n"
+            "class M(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return torch.ops.labops.twice(torch.ops.labops.add_one(x)) + torch.relu(x)\n"
+            f"torch.jit.trace(M(), torch.ones(2)).save({str(model)!r})\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+    return model
+
+
+def test_a_torchscript_model_calling_ops_no_loaded_library_registers_fails_to_load(real_root, torch_ops):
+    repo = pytorch_repository(real_root, [])
+    model = torchscript_model(repo, torch_ops)
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), ())
+    (finding,) = [f for f in result.findings if f.code == "CO408"]
+    assert finding.model == "pt" and finding.symbol.startswith("labops::")
+    proc = subprocess.run([sys.executable, "-c", f"import torch; torch.jit.load({str(model)!r})"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    (message,) = [line for line in proc.stderr.splitlines() if line.startswith("Unknown builtin op: ")]
+    assert message.startswith("Unknown builtin op: labops::")
+    reported = message.split()[3].rstrip(".")
+    assert reported in " ".join(finding.evidence), (reported, finding.evidence)
+
+
+def test_a_torchscript_model_whose_op_library_is_preloaded_loads(real_root, torch_ops):
+    library = torch_ops / "liblabops_a.so"
+    repo = pytorch_repository(real_root, [library])
+    model = torchscript_model(repo, torch_ops)
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), ())
+    assert not [f for f in result.findings if f.code == "CO408"]
+    real_ok, message = really_loads(f"import torch; torch.ops.load_library({str(library)!r}); "
+                                    f"m = torch.jit.load({str(model)!r}); assert int(m(torch.ones(1))[0]) == 5")
+    assert real_ok, message

@@ -16,11 +16,11 @@ def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadS
     findings += versions.check(plan, ctx, reader, loaded=True)
     findings += versions.string_abi(plan, prediction, ctx, reader)
     findings += hygiene.check(plan, prediction, ctx, models)
-    findings += registrations.check(plan, reader)
+    findings += registrations.check(plan, reader, ctx, models)
     return findings
 
 
 def run_fact_rules(plan: LoadPlan, ctx: Context, reader: ElfReader, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
     """Without the container's libraries: what the custom libraries themselves and the facts can tell."""
     return (versions.check(plan, ctx, reader, loaded=False) + hygiene.check(plan, None, ctx, models)
-            + registrations.check(plan, reader))
+            + registrations.check(plan, reader, ctx, models))

@@ -13,19 +13,24 @@ own rule (frameworks.md §4, triton.md §3).
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import mmap
+import os
+import re
+import zipfile
 from collections import defaultdict
 
 from customops.codes import Severity
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.plan import LoadPlan, LoadStep
+from customops.plan import Context, LoadPlan, LoadStep
 from customops.scanners.elf import symtab_strings
 from customops.scanners.elfcache import ElfReader
 from customops.scanners.registrations import static_registrations
 
 
-def check(plan: LoadPlan, reader: ElfReader) -> list[Finding]:
+def check(plan: LoadPlan, reader: ElfReader, ctx: Context | None = None, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
     steps = [s for s in (*plan.preloads, *plan.dlopens) if s.purpose != "backend library"]
     registrations = {}
     for step in steps:
@@ -34,7 +39,70 @@ def check(plan: LoadPlan, reader: ElfReader) -> list[Finding]:
                                                        symtab_strings(step.source, b"TORCH_LIBRARY"))
         except ElfError:
             registrations[step] = []
-    return _torch(steps, registrations) + _copies(steps, registrations)
+    findings = _torch(steps, registrations) + _copies(steps, registrations)
+    if ctx is not None:
+        findings += _unregistered_torch_ops(models, registrations, ctx)
+    return findings
+
+
+TORCHSCRIPT_OP = re.compile(rb"\bops\.(\w+)\.(\w+)\(")
+
+
+def torchscript_ops(archive: str) -> set[tuple[str, str]]:
+    """(namespace, op) of every `ops.<ns>.<op>(` call in a TorchScript archive's serialized code."""
+    found: set[tuple[str, str]] = set()
+    try:
+        with zipfile.ZipFile(archive) as z:
+            for name in z.namelist():
+                if "/code/" in f"/{name}" and name.endswith(".py"):
+                    found.update((ns.decode(), op.decode()) for ns, op in TORCHSCRIPT_OP.findall(z.read(name)))
+    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError):
+        return set()
+    return found
+
+
+def _unregistered_torch_ops(models, registrations: dict, ctx: Context) -> list[Finding]:  # type: ignore[no-untyped-def,type-arg]
+    """CO408: a TorchScript model calls ops of a namespace that neither a loaded op library nor the
+    container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op"."""
+    container = ctx.container
+    target = getattr(container, "target", None)
+    if target is None or container.facts.source != "root":  # type: ignore[attr-defined]
+        return []  # the framework's own libraries are needed to tell built-in namespaces from missing ones
+    registered = {r.name for found in registrations.values() for r in found
+                  if r.framework == "torch" and r.kind in ("namespace", "fragment")}
+    backend = target.host_path(f"{container.backend_dir}/pytorch")  # type: ignore[attr-defined]
+    framework_files = sorted(glob.glob(os.path.join(backend, "lib*.so*"))) if backend else []
+    findings = []
+    for model in models:
+        if model.backend != "pytorch" or not model.versions:
+            continue
+        filename = (model.config.default_model_filename if model.config is not None else "") or "model.pt"
+        archive = os.path.join(model.path, str(model.versions[0]), filename)
+        calls = torchscript_ops(archive)
+        for namespace in sorted({ns for ns, _ in calls} - registered):
+            if not framework_files or _mentioned(framework_files, f"{namespace}::".encode()):
+                continue
+            first = min(f"{ns}::{op}" for ns, op in calls if ns == namespace)
+            findings.append(Finding(
+                "CO408", f"model '{model.name}' calls {first} but nothing loaded registers the namespace "
+                         f"'{namespace}': loading the TorchScript model fails", model=model.name, file=archive,
+                symbol=first, predicted=f"Unknown builtin op: {first}.",
+                evidence=(f"{archive} calls " + ", ".join(sorted(f"{ns}::{op}" for ns, op in calls
+                                                                   if ns == namespace)),
+                          f"no loaded op library defines TORCH_LIBRARY({namespace}) or a fragment of it",
+                          f"not found in the container's PyTorch libraries ({backend})")))
+    return findings
+
+
+def _mentioned(paths: list[str], needle: bytes) -> bool:
+    for path in paths:
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(needle) != -1:
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # type: ignore[type-arg]
