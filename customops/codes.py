@@ -162,9 +162,12 @@ _TABLE = (
     Code("CO408", E, "a model calls ops that no loaded library registers",
          "A TorchScript model's serialized code calls ops.<ns>.<op> for a namespace that no loaded op library "
          "defines (TORCH_LIBRARY or a fragment, read from .symtab) and the container's PyTorch libraries do "
-         "not mention.",
-         "torch::jit::load fails with \"Unknown builtin op\" and the model does not load.",
-         "List the op library under [pytorch] ops in customops.toml (customops launch preloads it)."),
+         "not mention; or an ONNX model uses an operator domain that the container's ONNX Runtime does not "
+         "build in, while its config lists no custom-op library. Needs the container's files (not a profile).",
+         "torch::jit::load fails with \"Unknown builtin op\"; ONNX Runtime fails to create the session with "
+         "\"is not a registered function/op\". The model does not load.",
+         "TorchScript: list the op library under [pytorch] ops in customops.toml (customops launch preloads "
+         "it). ONNX: add model_operations { op_library_filename: ... } to the model's config.pbtxt."),
     Code("CO501", E, "TensorRT major version mismatch",
          "A TensorRT plugin library needs libnvinfer.so.N of another major version than the container's.",
          "`libnvinfer.so.8: cannot open shared object file` or undefined TensorRT symbols.",

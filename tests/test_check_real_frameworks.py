@@ -257,3 +257,45 @@ def test_a_torchscript_model_whose_op_library_is_preloaded_loads(real_root, torc
     real_ok, message = really_loads(f"import torch; torch.ops.load_library({str(library)!r}); "
                                     f"m = torch.jit.load({str(model)!r}); assert int(m(torch.ones(1))[0]) == 5")
     assert real_ok, message
+
+
+def onnx_model_repository(root: Path, domain: str, op_type: str) -> tuple[Path, Path]:
+    """A one-node ONNX model (x -> op -> y) under /models/onnx_m/1/model.onnx, no op libraries."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+
+    repo = repository(root, {})
+    (repo / "onnx_m" / "1").mkdir(parents=True)
+    (repo / "onnx_m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    tensor = onnx.TensorProto.FLOAT
+    graph = helper.make_graph([helper.make_node(op_type, ["x"], ["y"], domain=domain)], "g",
+                              [helper.make_tensor_value_info("x", tensor, [2])],
+                              [helper.make_tensor_value_info("y", tensor, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
+    model.ir_version = 8
+    path = repo / "onnx_m" / "1" / "model.onnx"
+    onnx.save(model, str(path))
+    return repo, path
+
+
+def session_error(model: Path) -> str:
+    ok, message = really_loads(f"import onnxruntime as o\ntry:\n    o.InferenceSession({str(model)!r})\n"
+                               "except Exception as exc:\n    raise SystemExit(str(exc))\n")
+    return "" if ok else message
+
+
+def test_an_onnx_model_using_a_domain_no_library_registers_fails_at_session_creation(real_root):
+    package("onnxruntime")
+    repo, model = onnx_model_repository(real_root, "labops.ai", "Twice")
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
+    (finding,) = [f for f in result.findings if f.code == "CO408"]
+    assert finding.symbol == "labops.ai:Twice"
+    assert finding.predicted in session_error(model)
+
+
+def test_an_onnx_model_using_a_domain_built_into_onnxruntime_needs_no_library(real_root):
+    package("onnxruntime")
+    repo, model = onnx_model_repository(real_root, "com.microsoft", "Gelu")
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
+    assert not [f for f in result.findings if f.code == "CO408"]
+    assert session_error(model) == ""

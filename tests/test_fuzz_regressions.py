@@ -12,6 +12,7 @@ from customops.manifest import load_manifest
 from customops.repository import read_model
 from customops.scanners.elf import FileIdentity, parse_elf
 from customops.scanners.ldcache import parse_ld_cache
+from customops.scanners.onnxmodel import model_ops
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*"))
 
@@ -31,6 +32,12 @@ def replay(target: str, data: bytes, tmp_path: Path) -> None:
         (tmp_path / "m" / "1").mkdir(parents=True)
         (tmp_path / "m" / "config.pbtxt").write_bytes(data)
         assert read_model(str(tmp_path / "m"), "m").problems
+    elif target == "onnx":
+        (tmp_path / "model.onnx").write_bytes(data)
+        with pytest.raises(ValueError):
+            model_ops(str(tmp_path / "model.onnx"))
+    else:
+        raise AssertionError(f"unknown fuzz target {target!r}")
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 

@@ -27,6 +27,7 @@ from customops.findings import Finding
 from customops.plan import Context, LoadPlan, LoadStep
 from customops.scanners.elf import symtab_strings
 from customops.scanners.elfcache import ElfReader
+from customops.scanners.onnxmodel import model_ops
 from customops.scanners.registrations import static_registrations
 
 
@@ -41,7 +42,7 @@ def check(plan: LoadPlan, reader: ElfReader, ctx: Context | None = None, models=
             registrations[step] = []
     findings = _torch(steps, registrations) + _copies(steps, registrations)
     if ctx is not None:
-        findings += _unregistered_torch_ops(models, registrations, ctx)
+        findings += _unregistered_torch_ops(models, registrations, ctx) + _unregistered_onnx_domains(models, ctx)
     return findings
 
 
@@ -91,6 +92,45 @@ def _unregistered_torch_ops(models, registrations: dict, ctx: Context) -> list[F
                                                                    if ns == namespace)),
                           f"no loaded op library defines TORCH_LIBRARY({namespace}) or a fragment of it",
                           f"not found in the container's PyTorch libraries ({backend})")))
+    return findings
+
+
+def _unregistered_onnx_domains(models, ctx: Context) -> list[Finding]:  # type: ignore[no-untyped-def]
+    """CO408: an ONNX model uses a domain that ONNX Runtime does not build in (the domain's name does not
+    occur as a string in the container's ORT libraries) and that is not a function of the model itself,
+    while the model loads no custom-op library: creating the session fails. With op libraries listed, what
+    they register is not readable statically (`customops probe`), so nothing is claimed."""
+    container = ctx.container
+    target = getattr(container, "target", None)
+    if target is None or container.facts.source != "root":  # type: ignore[attr-defined]
+        return []
+    backend = target.host_path(f"{container.backend_dir}/onnxruntime")  # type: ignore[attr-defined]
+    framework_files = sorted(glob.glob(os.path.join(backend, "lib*.so*"))) if backend else []
+    findings = []
+    for model in models:
+        if model.backend != "onnxruntime" or not model.versions or model.op_libraries or not framework_files:
+            continue
+        filename = (model.config.default_model_filename if model.config is not None else "") or "model.onnx"
+        path = os.path.join(model.path, str(model.versions[0]), filename)
+        if not os.path.isfile(path):
+            continue
+        try:
+            used, local = model_ops(path)
+        except (OSError, ValueError, BufferError):
+            continue  # an unreadable model is ONNX Runtime's to report
+        custom = sorted((d, op) for d, op in used - local if d not in ("", "ai.onnx"))
+        for domain in sorted({d for d, _ in custom}):
+            if _mentioned(framework_files, b"\0" + domain.encode() + b"\0"):
+                continue  # built into ONNX Runtime (com.microsoft, ai.onnx.ml, ...)
+            ops = [op for d, op in custom if d == domain]
+            findings.append(Finding(
+                "CO408", f"model '{model.name}' uses {domain}:{ops[0]} but loads no custom-op library and ONNX "
+                         f"Runtime does not build in the domain '{domain}': creating its session fails",
+                model=model.name, file=path, symbol=f"{domain}:{ops[0]}",
+                predicted=f"Fatal error: {domain}:{ops[0]}(-1) is not a registered function/op",
+                evidence=(f"{path} uses " + ", ".join(f"{domain}:{op}" for op in ops),
+                          "config.pbtxt lists no model_operations op_library_filename",
+                          f"'{domain}' does not occur in the container's ONNX Runtime libraries ({backend})")))
     return findings
 
 

@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing (atheris/libFuzzer) of every parser that reads input customops did not write.
 
     .venv/bin/pip install atheris
-    .venv/bin/python tests/fuzz/run.py elf -runs=1000000        # also: ldcache, config, manifest
+    .venv/bin/python tests/fuzz/run.py elf -runs=1000000        # also: ldcache, config, manifest, onnx
 
 Each target accepts only customops' own error for bad input (ElfError / InputError, or a CO101 problem
 for configs); anything else is a crash. libFuzzer's -timeout=1 makes an input that takes longer than a
@@ -31,6 +31,7 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.scan import scan_record
     from customops.scanners.elf import FileIdentity, parse_elf
     from customops.scanners.ldcache import parse_ld_cache
+    from customops.scanners.onnxmodel import model_ops
 
 WORK = Path(tempfile.mkdtemp(prefix="customops-fuzz-"))
 
@@ -68,7 +69,15 @@ def fuzz_manifest(data: bytes) -> None:
         load_manifest(str(path))
 
 
-TARGETS = {"elf": fuzz_elf, "ldcache": fuzz_ldcache, "config": fuzz_config, "manifest": fuzz_manifest}
+def fuzz_onnx(data: bytes) -> None:
+    path = WORK / "model.onnx"
+    path.write_bytes(data)
+    with contextlib.suppress(ValueError):  # DamagedModel, or an empty file mmap refuses
+        model_ops(str(path))
+
+
+TARGETS = {"elf": fuzz_elf, "ldcache": fuzz_ldcache, "config": fuzz_config, "manifest": fuzz_manifest,
+           "onnx": fuzz_onnx}
 
 
 def seeds(target: str) -> list[Path]:
@@ -83,7 +92,30 @@ def seeds(target: str) -> list[Path]:
         return [Path("/etc/ld.so.cache")]
     if target == "config":
         return sorted((ROOT / "examples" / "model_repository").glob("*/config.pbtxt"))
+    if target == "onnx":
+        return [onnx_seed()]
     return [ROOT / "examples" / "model_repository" / "customops.toml"]
+
+
+def onnx_seed() -> Path:
+    """A model with a custom domain, a subgraph and a model-local function (written with the onnx package)."""
+    import onnx
+    from onnx import helper
+
+    def io(name: str):  # type: ignore[no-untyped-def]
+        return helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [2])
+
+    then = helper.make_graph([helper.make_node("Inner", ["x"], ["y"], domain="x.y")], "then", [], [io("y")])
+    other = helper.make_graph([helper.make_node("Double", ["x"], ["y"], domain="x.y")], "else", [], [io("y")])
+    graph = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "g",
+                              [helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, []), io("x")], [io("y")])
+    function = helper.make_function("x.y", "Double", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])],
+                                    [helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, functions=[function],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("x.y", 1)])
+    path = WORK / "seed.onnx"
+    onnx.save(model, str(path))
+    return path
 
 
 def main() -> None:
