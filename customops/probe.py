@@ -11,6 +11,7 @@ untrusted library.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import resource
 import shutil
@@ -18,22 +19,104 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+# ONNX Runtime's own C API through ctypes, so no Python binding is needed: inside a Triton container the
+# probe uses the backend's libonnxruntime.so. Each library's RegisterCustomOps gets an OrtApi table in
+# which CreateCustomOpDomain, CustomOpDomain_Add and AddCustomOpDomain (slots 26-28; the struct is
+# append-only, so they never move) record what it registers and forward to the real functions. After the
+# last library a session is created from an empty model: that is when ONNX Runtime rejects conflicting
+# registrations (frameworks.md §4.2).
+ORT_LOADER = """
+    C = ctypes
+    ort = C.CDLL(runtime, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    ort.OrtGetApiBase.restype = C.POINTER(C.c_void_p * 2)
+    base = ort.OrtGetApiBase().contents
+    STATUS = lambda *args: C.CFUNCTYPE(C.c_void_p, *args)
+    get_api = C.CFUNCTYPE(C.c_void_p, C.c_uint32)(base[0])
+    version = C.CFUNCTYPE(C.c_char_p)(base[1])().decode()
+    print("VERSION " + version, flush=True)
+    api_version = int(version.split(".")[1])
+    while api_version > 1 and not get_api(api_version):
+        api_version -= 1
+    real_address = get_api(api_version)
+    def mapping_end(address):
+        for line in open("/proc/self/maps"):
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            if start <= address < end:
+                return end
+    real = (C.c_void_p * min(1024, (mapping_end(real_address) - real_address) // 8)).from_address(real_address)
+    def check(status, context=""):
+        if status:
+            raise RuntimeError(context + C.CFUNCTYPE(C.c_char_p, C.c_void_p)(real[2])(status).decode())
+    create_domain = STATUS(C.c_char_p, C.POINTER(C.c_void_p))(real[26])
+    add_op = STATUS(C.c_void_p, C.c_void_p)(real[27])
+    add_domain = STATUS(C.c_void_p, C.c_void_p)(real[28])
+    domain_names, domain_ops = {}, {}
+    def record_domain(name, out):
+        status = create_domain(name, out)
+        if not status:
+            domain_names[out[0]] = name.decode()
+        return status
+    def record_op(domain, op):
+        words = C.cast(op, C.POINTER(C.c_void_p))
+        name = C.CFUNCTYPE(C.c_char_p, C.c_void_p)(words[2])(op).decode()
+        provider = C.CFUNCTYPE(C.c_char_p, C.c_void_p)(words[3])(op) if words[3] else None
+        suffix = "" if provider in (None, b"", b"CPUExecutionProvider") else " [" + provider.decode() + "]"
+        domain_ops.setdefault(domain, []).append(name + suffix)
+        return add_op(domain, op)
+    def record_add(options, domain):
+        added.update(domain_names.get(domain, "?") + ":" + op for op in domain_ops.get(domain, []))
+        return add_domain(options, domain)
+    hooks = [STATUS(C.c_char_p, C.POINTER(C.c_void_p))(record_domain), STATUS(C.c_void_p, C.c_void_p)(record_op),
+             STATUS(C.c_void_p, C.c_void_p)(record_add)]
+    table = (C.c_void_p * len(real))(*real)
+    table[26:29] = [C.cast(hook, C.c_void_p).value for hook in hooks]
+    wrapped_get_api = C.CFUNCTYPE(C.c_void_p, C.c_uint32)(lambda v: C.addressof(table) if get_api(v) else None)
+    wrapped_base = (C.c_void_p * 2)(C.cast(wrapped_get_api, C.c_void_p).value, base[1])
+    options = C.c_void_p()
+    check(STATUS(C.POINTER(C.c_void_p))(real[10])(C.byref(options)))
+    def load(path):
+        try:
+            library = C.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError as exc:
+            raise RuntimeError("Failed to load library " + path + " with error: " + str(exc))
+        try:
+            register = library.RegisterCustomOps
+        except AttributeError as exc:
+            raise RuntimeError("Failed to get symbol RegisterCustomOps with error: " + str(exc))
+        register.restype, register.argtypes = C.c_void_p, (C.c_void_p, C.c_void_p)
+        check(register(options, C.addressof(wrapped_base)))
+    def finish():
+        env, session = C.c_void_p(), C.c_void_p()
+        check(STATUS(C.c_int, C.c_char_p, C.POINTER(C.c_void_p))(real[3])(3, b"customops-probe", C.byref(env)))
+        model = bytes.fromhex(  # ir_version 8, opset 17, one Identity node: y = x, float[1]
+            "08083a370a100a017812017922084964656e746974791201705a0f0a0178120a0a08080112040a020801620f0a0179120a0a"
+            "08080112040a02080142040a001011")
+        create = STATUS(C.c_void_p, C.c_char_p, C.c_size_t, C.c_void_p, C.POINTER(C.c_void_p))(real[8])
+        check(create(env, model, len(model), options, C.byref(session)), "creating a session: ")
+"""
 
 LOADER = """
 import ctypes, os, sys
-framework, paths = sys.argv[1], sys.argv[2:]
+framework, runtime, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+finish = lambda: None
 if framework == "torch":
     import torch
     registry = lambda: {s.name for s in torch._C._jit_get_all_schemas()}
+    print("VERSION " + torch.__version__, flush=True)
     load = torch.ops.load_library
 elif framework == "tensorflow":
     from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.framework import versions
+    print("VERSION " + versions.__version__, flush=True)
     from tensorflow.python.client import pywrap_tf_session as tf_session
     def load(path):  # what tf.load_op_library does, keeping the op list TensorFlow reports for the library
         global added
         ops = op_def_pb2.OpList.FromString(tf_session.TF_GetOpList(tf_session.TF_LoadLibrary(path)))
         added = {op.name for op in ops.op}
+elif framework == "onnxruntime":
+""" + ORT_LOADER + """
 else:
     load = lambda path: ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
 for path in paths:
@@ -41,6 +124,8 @@ for path in paths:
     added = set()
     try:
         load(path)
+        if path == paths[-1]:
+            finish()
     except Exception as exc:
         print("FAILED " + " ".join(str(exc).split()), flush=True)
         sys.exit(1)
@@ -61,6 +146,7 @@ class ProbeResult:
     output: str
     sandbox_files: tuple[str, ...]  # what the library wrote into its working directory
     registered: tuple[str, ...] = ()  # ops/schemas the framework registry gained (framework probes only)
+    framework_version: str = ""  # of the framework that loaded it (framework probes only)
 
 
 def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, env: dict[str, str] | None = None
@@ -95,27 +181,77 @@ def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, en
 
 
 def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
-               after: tuple[str, ...] = (), framework: str = "none") -> ProbeResult:
-    """Load `after` (in order), then `library`, in one isolated process: a duplicate registration between
-    them shows as the framework's own failure (e.g. the abort of a second TORCH_LIBRARY). With a
-    `framework` ("torch", "tensorflow"), the library is loaded the way that framework loads op libraries and
-    the names its registry gained are reported; "none" is a plain dlopen(RTLD_NOW | RTLD_LOCAL)."""
-    library = os.path.abspath(library)
-    libraries = [*(os.path.abspath(a) for a in after), library]
-    argv = [python or sys.executable, "-I", "-c", LOADER, framework, *libraries]
+               after: tuple[str, ...] = (), framework: str = "none", runtime: str | None = None) -> ProbeResult:
+    """Load `after` (in order), then `library`, in one isolated process, and report on `library`: a
+    duplicate registration between them shows as the framework's own failure (e.g. the abort of a second
+    TORCH_LIBRARY); a failure of an earlier library is reported as this one's."""
+    results = probe_group((*after, library), python, timeout, memory_mb, framework, runtime)
+    failed = next((r for r in results if r.status != "loaded"), None)
+    last = results[-1]
+    if last.status == "not loaded" and failed is not None:
+        return replace(last, status=failed.status, message=f"{failed.library}: {failed.message}",
+                       signal=failed.signal)
+    return last
+
+
+def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
+                framework: str = "none", runtime: str | None = None) -> tuple[ProbeResult, ...]:
+    """Load `libraries` in order into one isolated process, as `framework` loads op libraries, and report
+    on each: "loaded" (with the names the framework's registry gained), "failed", "crashed" or "timeout"
+    for the one being loaded when it went wrong, "not loaded" for the rest. "none" is a plain
+    dlopen(RTLD_NOW | RTLD_LOCAL); "torch" and "tensorflow" use the framework's load call in `python`;
+    "onnxruntime" registers them all into one session's options through `runtime` (a libonnxruntime.so;
+    default: the one in `python`'s onnxruntime package), reports "domain:op" names, and then creates a
+    session, which is when ONNX Runtime rejects conflicting registrations."""
+    paths = [os.path.abspath(lib) for lib in libraries]
+    python = python or sys.executable
+    if framework == "onnxruntime" and runtime is None:
+        runtime = onnxruntime_library(python)
+        if runtime is None:
+            message = f"{python} has no onnxruntime package with a libonnxruntime.so"
+            return tuple(ProbeResult(p, "failed", message, None, "", ()) for p in paths)
+    argv = [python, "-I", "-c", LOADER, framework, runtime or "", *paths]
     status, output, files, timed_out = run_isolated(argv, timeout, memory_mb)
-    if timed_out:
-        return ProbeResult(library, "timeout", f"still loading after {timeout:g} s", None, output, files)
-    if status is not None and status < 0:
-        name = signal.Signals(-status).name
-        reason = next((line.strip() for line in output.splitlines() if "what():" in line), "")
-        return ProbeResult(library, "crashed", f"killed by {name} while loading" + (f": {reason}" if reason else ""),
-                           -status, output, files)
-    for line in output.splitlines():
-        if line == f"LOADED {library}":
-            registered = tuple(line.split(" ", 2)[2] for line in output.splitlines()
-                               if line.startswith(f"REGISTERED {library} "))
-            return ProbeResult(library, "loaded", "", None, output, files, registered)
-        if line.startswith("FAILED "):
-            return ProbeResult(library, "failed", line[len("FAILED "):], None, output, files)
-    return ProbeResult(library, "crashed", f"exited with status {status} while loading", None, output, files)
+    lines = output.splitlines()
+    version = next((line[len("VERSION "):] for line in lines if line.startswith("VERSION ")), "")
+    results: list[ProbeResult] = []
+    registered: list[str] = []
+    for line in lines:  # the loader reports each library in order, and stops at the first failure
+        if len(results) == len(paths):
+            break
+        if line.startswith(prefix := f"REGISTERED {paths[len(results)]} "):
+            registered.append(line[len(prefix):])
+        elif line == f"LOADED {paths[len(results)]}":
+            results.append(ProbeResult(paths[len(results)], "loaded", "", None, output, files,
+                                       tuple(sorted(set(registered))), version))
+            registered = []
+        elif line.startswith("FAILED "):
+            results.append(ProbeResult(paths[len(results)], "failed", line[len("FAILED "):], None, output, files,
+                                       framework_version=version))
+            break
+    if len(results) < len(paths) and (not results or results[-1].status == "loaded"):
+        current = paths[len(results)]
+        if timed_out:
+            results.append(ProbeResult(current, "timeout", f"still loading after {timeout:g} s", None, output, files,
+                                       framework_version=version))
+        elif status is not None and status < 0:
+            name = signal.Signals(-status).name
+            reason = next((line.strip() for line in lines if "what():" in line), "")
+            results.append(ProbeResult(current, "crashed", f"killed by {name} while loading"
+                                       + (f": {reason}" if reason else ""), -status, output, files,
+                                       framework_version=version))
+        else:
+            results.append(ProbeResult(current, "crashed", f"exited with status {status} while loading", None,
+                                       output, files, framework_version=version))
+    results += [ProbeResult(p, "not loaded", "an earlier library failed", None, output, files,
+                            framework_version=version) for p in paths[len(results):]]
+    return tuple(results)
+
+
+def onnxruntime_library(python: str) -> str | None:
+    """The C-API library inside `python`'s onnxruntime package, found without importing the package."""
+    where = subprocess.run([python, "-I", "-c", "import importlib.util as u; s = u.find_spec('onnxruntime'); "
+                            "print(s.submodule_search_locations[0] if s else '')"],
+                           capture_output=True, text=True, timeout=60).stdout.strip()
+    found = sorted(glob.glob(os.path.join(where, "capi", "libonnxruntime.so*"))) if where else []
+    return found[0] if found else None

@@ -261,21 +261,25 @@ def test_a_torchscript_model_whose_op_library_is_preloaded_loads(real_root, torc
 
 def onnx_model_repository(root: Path, domain: str, op_type: str) -> tuple[Path, Path]:
     """A one-node ONNX model (x -> op -> y) under /models/onnx_m/1/model.onnx, no op libraries."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import helper
-
     repo = repository(root, {})
     (repo / "onnx_m" / "1").mkdir(parents=True)
     (repo / "onnx_m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
-    tensor = onnx.TensorProto.FLOAT
+    return repo, onnx_one_node(repo / "onnx_m" / "1" / "model.onnx", domain, op_type)
+
+
+def onnx_one_node(path: Path, domain: str, op_type: str) -> Path:
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+
+    tensor = onnx.TensorProto.FLOAT if domain != "ai.onnx.contrib" else onnx.TensorProto.STRING
     graph = helper.make_graph([helper.make_node(op_type, ["x"], ["y"], domain=domain)], "g",
                               [helper.make_tensor_value_info("x", tensor, [2])],
                               [helper.make_tensor_value_info("y", tensor, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
-    path = repo / "onnx_m" / "1" / "model.onnx"
     onnx.save(model, str(path))
-    return repo, path
+    return path
 
 
 def session_error(model: Path) -> str:
@@ -299,3 +303,47 @@ def test_an_onnx_model_using_a_domain_built_into_onnxruntime_needs_no_library(re
     result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())
     assert not [f for f in result.findings if f.code == "CO408"]
     assert session_error(model) == ""
+
+
+def extensions_library() -> Path:
+    package("onnxruntime")
+    origin = importlib.util.find_spec("onnxruntime_extensions")
+    if origin is None:
+        pytest.skip("onnxruntime-extensions is not installed")
+    return next(Path(origin.origin).parent.glob("_extensions_pydll*.so"))  # type: ignore[arg-type]
+
+
+def test_an_onnxruntime_probe_reports_the_domains_and_ops_a_published_library_registers(tmp_path):
+    from customops.probe import probe_load
+
+    library = extensions_library()
+    probed = probe_load(str(library), framework="onnxruntime", timeout=240)
+    assert probed.status == "loaded" and "ai.onnx.contrib:StringUpper" in probed.registered
+    assert all(":" in name for name in probed.registered)
+    # Oracle: once the library is registered, a session using a reported op is created; one using an op of the
+    # same domain that the probe did not report is not.
+    register = ("import onnxruntime as o\ns = o.SessionOptions()\n"
+                f"s.register_custom_ops_library({str(library)!r})\n")
+    listed = onnx_one_node(tmp_path / "listed.onnx", "ai.onnx.contrib", "StringUpper")
+    unlisted = onnx_one_node(tmp_path / "unlisted.onnx", "ai.onnx.contrib", "NoSuchUpper")
+    assert really_loads(register + f"o.InferenceSession({str(listed)!r}, s)\n")[0]
+    ok, message = really_loads(register + f"o.InferenceSession({str(unlisted)!r}, s)\n")
+    assert not ok and "ai.onnx.contrib:NoSuchUpper(-1) is not a registered function/op" in message
+
+
+def test_one_onnxruntime_op_library_registered_twice_in_one_session_fails_as_the_probe_sees(tmp_path):
+    from customops.probe import probe_group
+
+    library = extensions_library()
+    copy = tmp_path / library.name
+    shutil.copy2(library, copy)
+    first, second = probe_group((str(library), str(copy)), framework="onnxruntime", timeout=240)
+    assert first.status == "loaded" and second.status == "failed"
+    assert second.message == "creating a session: Domain already set in registry"
+    # Oracle: the real ONNX Runtime, with both registered into one SessionOptions.
+    identity = onnx_one_node(tmp_path / "identity.onnx", "", "Identity")
+    ok, message = really_loads("import onnxruntime as o\ns = o.SessionOptions()\n"
+                               f"s.register_custom_ops_library({str(library)!r})\n"
+                               f"s.register_custom_ops_library({str(copy)!r})\n"
+                               f"o.InferenceSession({str(identity)!r}, s)\n")
+    assert not ok and "Domain already set in registry" in message

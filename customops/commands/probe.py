@@ -15,23 +15,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
     p.add_argument("--together", action="store_true",
                    help="load them in order into one process (duplicate registrations show there)")
-    p.add_argument("--framework", choices=("none", "torch", "tensorflow"), default="none",
+    p.add_argument("--framework", choices=("none", "torch", "tensorflow", "onnxruntime"), default="none",
                    help="load as that framework loads op libraries and list what its registry gained "
                         "(default: a plain dlopen)")
+    p.add_argument("--onnxruntime-library", metavar="PATH",
+                   help="the libonnxruntime.so that --framework onnxruntime registers into (default: the one in "
+                        "the interpreter's onnxruntime package)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.probe import probe_load
+    from customops.probe import probe_group, probe_load
 
     if args.together:
-        results = [probe_load(lib, args.python, args.timeout, args.memory_mb, tuple(args.libraries[:i]),
-                              args.framework)
-                   for i, lib in enumerate(args.libraries)]
+        results = probe_group(tuple(args.libraries), args.python, args.timeout, args.memory_mb, args.framework,
+                              args.onnxruntime_library)
     else:
-        results = [probe_load(lib, args.python, args.timeout, args.memory_mb, framework=args.framework)
-                   for lib in args.libraries]
+        results = tuple(probe_load(lib, args.python, args.timeout, args.memory_mb, framework=args.framework,
+                                   runtime=args.onnxruntime_library) for lib in args.libraries)
     if args.format == "json":
         print(json.dumps([r.__dict__ for r in results], indent=2))
     else:

@@ -190,7 +190,7 @@ def _copies(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # typ
             findings.append(Finding(
                 "CO406", f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
                          "creating its session fails", model=first.model, library=second.path, file=second.source,
-                predicted="Domain already set in registry / Conflicting with a registered kernel"))
+                predicted="Domain already set in registry"))
         elif loader == "tensorrt" and "tensorrt" in frameworks:
             findings.append(Finding(
                 "CO406", f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
