@@ -13,6 +13,7 @@ from customops.plan import Context, LoaderResult, LoadPlan, LoadStep, merge
 from customops.repository import Model, read_repository
 from customops.scanners.elfcache import ElfReader
 from customops.scanners.linker import Dlopen, Environment, Linker, Prediction, Scenario
+from customops.scanners.probes import ProbeSettings
 
 FRAMEWORK_LOADERS = {"tensorflow": tensorflow, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrt": tensorrt}
 STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")
@@ -53,7 +54,8 @@ def dependencies(result: CheckResult) -> list[str]:
 def run_check(repositories: list[str], manifest: Manifest, container: Container, mounts: tuple[tuple[str, str], ...],
               config_name: str | None = None, only_models: set[str] | None = None,
               reader: ElfReader | None = None, extra_preload: str | None = None,
-              server_plugins: tuple[str, ...] = ()) -> CheckResult:
+              server_plugins: tuple[str, ...] = (), probe: ProbeSettings | None = None) -> CheckResult:
+    """`probe`: also load the op libraries with the real frameworks, in isolated child processes."""
     reader = reader or ElfReader()
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
@@ -84,6 +86,12 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         from customops.rules import run_fact_rules
 
         findings += run_fact_rules(plan, ctx, reader, models)
+    if probe is not None:
+        from customops.rules import probed
+        from customops.scanners.probes import probe_plan
+
+        findings, probe_notes = probed.check(probe_plan(plan, probe), findings, ctx, models)
+        notes += probe_notes
     findings = _located_in_checkout(findings, models, repositories)
     kept = [f for f in findings if not suppressed(f, manifest.ignore)]
     dropped = [f for f in findings if suppressed(f, manifest.ignore)]

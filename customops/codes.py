@@ -151,8 +151,8 @@ _TABLE = (
          "Build with -fno-gnu-unique, or hide the symbols."),
     Code("CO406", E, "duplicate registration",
          "Two libraries register the same Torch namespace (TORCH_LIBRARY, read from .symtab), or the same TF, "
-         "ORT or TensorRT registrations (detected when the libraries are identical; names are not readable "
-         "statically for those).",
+         "ORT or TensorRT registrations (statically: when the libraries are identical; with --probe: the op "
+         "names each registers, and what the framework does when they are loaded together).",
          "Depends on the framework: first wins, silent drop, or abort at load.",
          "Load only one of the libraries, or rename the registrations."),
     Code("CO407", W, "two different files with the same SONAME",
@@ -163,11 +163,19 @@ _TABLE = (
          "A TorchScript model's serialized code calls ops.<ns>.<op> for a namespace that no loaded op library "
          "defines (TORCH_LIBRARY or a fragment, read from .symtab) and the container's PyTorch libraries do "
          "not mention; or an ONNX model uses an operator domain that the container's ONNX Runtime does not "
-         "build in, while its config lists no custom-op library. Needs the container's files (not a profile).",
+         "build in, while its config lists no custom-op library. Needs the container's files (not a profile). "
+         "With --probe, also the ops a model uses that its probed op libraries do not register.",
          "torch::jit::load fails with \"Unknown builtin op\"; ONNX Runtime fails to create the session with "
          "\"is not a registered function/op\". The model does not load.",
          "TorchScript: list the op library under [pytorch] ops in customops.toml (customops launch preloads "
          "it). ONNX: add model_operations { op_library_filename: ... } to the model's config.pbtxt."),
+    Code("CO409", E, "a library fails to load with the real framework",
+         "With --probe: the op library, loaded alone in an isolated child process the way its framework loads "
+         "op libraries (torch.ops.load_library, TF_LoadLibrary, ONNX Runtime's RegisterCustomOps), fails, "
+         "crashes or hangs. The message is the framework's own.",
+         "The same failure at model load in the server (or a crash of the whole server for an abort).",
+         "Fix what the message names; if the probing interpreter is not the container's framework (CO507), "
+         "probe with one that is (--probe-python)."),
     Code("CO501", E, "TensorRT major version mismatch",
          "A TensorRT plugin library needs libnvinfer.so.N of another major version than the container's.",
          "`libnvinfer.so.8: cannot open shared object file` or undefined TensorRT symbols.",
@@ -194,6 +202,12 @@ _TABLE = (
          "The backend was built against a newer TRITONBACKEND API than the server provides (where determinable).",
          "`Triton TRITONBACKEND API version: X.Y does not support '<backend>' TRITONBACKEND API version: A.B`.",
          "Build against the core repository tag that matches the server release."),
+    Code("CO507", N, "the probing framework is not the container's version",
+         "With --probe: the torch, tensorflow or onnxruntime that loaded the op libraries has another version "
+         "than the container's framework.",
+         "Registrations and failures observed by the probes may differ from the server's.",
+         "Probe with the container's framework: run inside the container, or pass --probe-python (and "
+         "--probe-onnxruntime) pointing at matching versions."),
     Code("CO602", W, "LD_PRELOAD reaches child processes that do not need it",
          "The plan preloads libraries while the server also starts child processes: Python backend stubs "
          "(triton_python_backend_stub) and anything the server or a health check runs inherit LD_PRELOAD.",

@@ -100,11 +100,20 @@ ORT_LOADER = """
 LOADER = """
 import ctypes, os, sys
 framework, runtime, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    if framework in ("torch", "tensorflow"):
+        __import__(framework)
+    elif framework == "onnxruntime":
+        ctypes.CDLL(runtime, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+except (ImportError, OSError) as exc:
+    print("UNAVAILABLE " + " ".join(str(exc).split()), flush=True)
+    sys.exit(3)
 finish = lambda: None
 if framework == "torch":
     import torch
     registry = lambda: {s.name for s in torch._C._jit_get_all_schemas()}
     print("VERSION " + torch.__version__, flush=True)
+    print("BUILTIN " + " ".join(sorted({name.split("::")[0] for name in registry()})), flush=True)
     load = torch.ops.load_library
 elif framework == "tensorflow":
     from tensorflow.core.framework import op_def_pb2
@@ -140,13 +149,14 @@ for path in paths:
 @dataclass(frozen=True)
 class ProbeResult:
     library: str
-    status: str  # "loaded", "failed", "crashed", "timeout"
+    status: str  # "loaded", "failed", "crashed", "timeout", "not loaded" (after a failure), "unavailable"
     message: str
     signal: int | None
     output: str
     sandbox_files: tuple[str, ...]  # what the library wrote into its working directory
     registered: tuple[str, ...] = ()  # ops/schemas the framework registry gained (framework probes only)
     framework_version: str = ""  # of the framework that loaded it (framework probes only)
+    builtin_namespaces: tuple[str, ...] = ()  # Torch: the namespaces the framework registers itself
 
 
 def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, env: dict[str, str] | None = None
@@ -209,11 +219,15 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
         runtime = onnxruntime_library(python)
         if runtime is None:
             message = f"{python} has no onnxruntime package with a libonnxruntime.so"
-            return tuple(ProbeResult(p, "failed", message, None, "", ()) for p in paths)
+            return tuple(ProbeResult(p, "unavailable", message, None, "", ()) for p in paths)
     argv = [python, "-I", "-c", LOADER, framework, runtime or "", *paths]
     status, output, files, timed_out = run_isolated(argv, timeout, memory_mb)
     lines = output.splitlines()
     version = next((line[len("VERSION "):] for line in lines if line.startswith("VERSION ")), "")
+    builtin = tuple(next((line.split()[1:] for line in lines if line.startswith("BUILTIN ")), []))
+    if unavailable := next((line for line in lines if line.startswith("UNAVAILABLE ")), None):
+        message = f"{python} cannot load {framework}: {unavailable[len('UNAVAILABLE '):]}"
+        return tuple(ProbeResult(p, "unavailable", message, None, output, files) for p in paths)
     results: list[ProbeResult] = []
     registered: list[str] = []
     for line in lines:  # the loader reports each library in order, and stops at the first failure
@@ -223,7 +237,7 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
             registered.append(line[len(prefix):])
         elif line == f"LOADED {paths[len(results)]}":
             results.append(ProbeResult(paths[len(results)], "loaded", "", None, output, files,
-                                       tuple(sorted(set(registered))), version))
+                                       tuple(sorted(set(registered))), version, builtin))
             registered = []
         elif line.startswith("FAILED "):
             results.append(ProbeResult(paths[len(results)], "failed", line[len("FAILED "):], None, output, files,

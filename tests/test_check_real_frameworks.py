@@ -347,3 +347,99 @@ def test_one_onnxruntime_op_library_registered_twice_in_one_session_fails_as_the
                                f"s.register_custom_ops_library({str(copy)!r})\n"
                                f"o.InferenceSession({str(identity)!r}, s)\n")
     assert not ok and "Domain already set in registry" in message
+
+
+# check --probe: the real frameworks load the plan's op libraries in isolated child processes.
+
+def probing(tmp_path: Path, python: str = sys.executable):  # type: ignore[no-untyped-def]
+    from customops.scanners.probes import ProbeSettings
+
+    return ProbeSettings(python, None, timeout=240, cache_dir=tmp_path / "probe-cache")
+
+
+def test_a_probe_confirms_that_a_second_torch_library_for_one_namespace_aborts(real_root, torch_ops, tmp_path):
+    a, b = torch_ops / "liblabops_a.so", torch_ops / "liblabops_b.so"
+    repo = pytorch_repository(real_root, [a, b])
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), (),
+                       probe=probing(tmp_path))
+    (finding,) = co406(result)  # the static finding, with the probe's observation added
+    assert finding.library.endswith(b.name)
+    assert any("crashed when loaded after" in e and "SIGABRT" in e for e in finding.evidence), finding.evidence
+    assert not really_loads(f"import torch; torch.ops.load_library({str(a)!r}); torch.ops.load_library({str(b)!r})")[0]
+
+
+def test_a_probe_finds_ops_a_torchscript_model_calls_that_its_namespace_does_not_register(real_root, torch_ops,
+                                                                                           tmp_path):
+    frag = torch_ops / "liblabops_frag.so"  # defines labops::quad only; the model calls twice and add_one
+    repo = pytorch_repository(real_root, [frag])
+    model = torchscript_model(repo, torch_ops)
+    manifest = load_manifest(str(repo / "customops.toml"))
+    static = run_check([str(repo)], manifest, from_root(str(real_root)), ())
+    assert not [f for f in static.findings if f.code == "CO408"]  # the namespace is registered: statically fine
+    result = run_check([str(repo)], manifest, from_root(str(real_root)), (), probe=probing(tmp_path))
+    (finding,) = [f for f in result.findings if f.code == "CO408"]
+    proc = subprocess.run([sys.executable, "-c", f"import torch; torch.ops.load_library({str(frag)!r}); "
+                           f"torch.jit.load({str(model)!r})"], capture_output=True, text=True, timeout=300)
+    (message,) = [line for line in proc.stderr.splitlines() if line.startswith("Unknown builtin op: ")]
+    assert message.split()[3].rstrip(".") in finding.evidence[0], (message, finding.evidence)
+
+
+def test_a_probe_finds_an_onnx_op_that_the_models_library_does_not_register(real_root, tmp_path):
+    library = extensions_library()
+    repo = repository(real_root, {"onnx_m": ("onnxruntime", library)})
+    model = onnx_one_node(repo / "onnx_m" / "1" / "model.onnx", "ai.onnx.contrib", "NoSuchUpper")
+    out = subprocess.run([sys.executable, "-m", "customops", "check", str(repo), "--container-root", str(real_root),
+                          "--probe", "--format", "json", "--cache-dir", str(tmp_path / "cache")],
+                         capture_output=True, text=True, timeout=600)
+    import json
+
+    (finding,) = [f for f in json.loads(out.stdout)["findings"] if f["code"] == "CO408"]
+    ok, message = really_loads("import onnxruntime as o\ns = o.SessionOptions()\n"
+                               f"s.register_custom_ops_library({str(library)!r})\n"
+                               f"o.InferenceSession({str(model)!r}, s)\n")
+    assert not ok and finding["predicted"] in message
+    onnx_one_node(model, "ai.onnx.contrib", "StringUpper")
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), (), probe=probing(tmp_path))
+    assert not [f for f in result.findings if f.code == "CO408"]
+
+
+def test_a_probe_confirms_that_one_onnxruntime_library_twice_in_a_model_fails_at_session_creation(real_root,
+                                                                                                    tmp_path):
+    library = extensions_library()
+    repo = repository(real_root, {"onnx_m": ("onnxruntime", library)})
+    place(library, repo / "onnx_m" / "ops2" / library.name)
+    (repo / "onnx_m" / "config.pbtxt").write_text(
+        'backend: "onnxruntime"\nmodel_operations { op_library_filename: '
+        f'"/models/onnx_m/ops/{library.name}" op_library_filename: "/models/onnx_m/ops2/{library.name}" }}\n')
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), (), probe=probing(tmp_path))
+    (finding,) = co406(result)
+    assert any("Domain already set in registry" in e for e in finding.evidence), finding.evidence
+
+
+def test_a_probe_finds_tensorflow_ops_that_a_different_build_registers_again(real_root, tmp_path):
+    ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
+    rebuilt = tmp_path / "rebuilt" / ngrams.name
+    rebuilt.parent.mkdir()
+    rebuilt.write_bytes(ngrams.read_bytes() + b"\0another build")  # other content, same op
+    repo = repository(real_root, {"tf_a": ("tensorflow", ngrams), "tf_b": ("tensorflow", rebuilt)})
+    assert co406(run_check([str(repo)], load_manifest(None), from_root(str(real_root)), ())) == []
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), (), probe=probing(tmp_path))
+    (finding,) = co406(result)
+    assert finding.model == "tf_b" and finding.symbol == "TFText>NgramsStringJoin"
+    assert finding.severity == Severity.ERROR
+    real_ok, message = really_loads(
+        "import tensorflow as tf\n"
+        f"first = tf.load_op_library({str(ngrams)!r}); second = tf.load_op_library({str(rebuilt)!r})\n"
+        "assert 'TFText_NgramsStringJoin' in set(dir(first)) - set(dir(second))\n")
+    assert real_ok, message
+
+
+def test_a_probe_without_the_framework_says_so_instead_of_guessing(real_root, torch_ops, tmp_path):
+    bare = tmp_path / "bare-python"  # the same interpreter without site-packages: no torch
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    repo = pytorch_repository(real_root, [torch_ops / "liblabops_a.so"])
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)), (),
+                       probe=probing(tmp_path, str(bare)))
+    assert any(n.startswith("not probed: ") and "torch" in n for n in result.notes), result.notes
+    assert not [f for f in result.findings if f.code in ("CO409", "CO507")]

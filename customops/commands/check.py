@@ -33,6 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
+    p.add_argument("--probe", action="store_true",
+                   help="also load the op libraries with the real frameworks, each group in an isolated child "
+                        "process, and report what they register and how they collide")
+    p.add_argument("--probe-python", metavar="PATH",
+                   help="the interpreter whose torch/tensorflow/onnxruntime probes (default: this one)")
+    p.add_argument("--probe-onnxruntime", metavar="LIB", help="the libonnxruntime.so to register ONNX Runtime op "
+                   "libraries into (default: the container's, when checking the container from inside, else "
+                   "the probe interpreter's)")
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--cache-dir", type=Path)
     p.set_defaults(run=run)
@@ -42,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     repositories = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
     if not repositories:
         raise CustomopsError("no model repository given")
-    cache_key = None if args.no_cache or args.format == "text" else report_key(args, repositories)
+    cache_key = None if args.no_cache or args.format == "text" or args.probe else report_key(args, repositories)
     if cache_key is not None and (hit := cached_report(cache_key)) is not None:
         emit(hit["report"], args.output)
         return int(hit["exit_code"])
@@ -71,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     fail_on = Severity.parse(args.fail_on) if args.fail_on else manifest.fail_on
     mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in args.mount))
     result = run_check(repositories, manifest, container, mounts, args.model_config_name,
-                       set(args.load_model) if args.load_model else None, reader)
+                       set(args.load_model) if args.load_model else None, reader,
+                       probe=probe_settings(args, container) if args.probe else None)
     result.notes[:0] = notes
     if container.target is not None and container.target.is_live and not os.path.isdir("/opt/tritonserver"):
         result.notes.append("checked against this machine (no /opt/tritonserver here): pass --container-root, "
@@ -99,6 +108,23 @@ def run(args: argparse.Namespace) -> int:
             store_report(cache_key, {"report": text, "exit_code": exit_code},
                          [*dependencies(result), *([profile] if profile else [])])
     return exit_code
+
+
+def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-untyped-def]
+    """Inside the container, ONNX Runtime op libraries are registered into the backend's own
+    libonnxruntime.so; Torch and TensorFlow need a Python with the framework (--probe-python)."""
+    from customops.cachedir import default_cache_dir
+    from customops.scanners.probes import ProbeSettings
+
+    runtime = args.probe_onnxruntime
+    if runtime is None and container.target is not None and container.target.is_live:
+        found = sorted(Path(container.backend_dir, "onnxruntime").glob("libonnxruntime.so*"))
+        runtime = str(found[0]) if found else None
+    if args.probe_python and not os.access(args.probe_python, os.X_OK):
+        raise CustomopsError(f"--probe-python {args.probe_python}: not an executable file")
+    cache = None if args.no_cache else (args.cache_dir or default_cache_dir())
+    return ProbeSettings(os.path.abspath(args.probe_python) if args.probe_python else sys.executable, runtime,
+                         cache_dir=cache)
 
 
 def emit(text: str, output: str | None) -> None:

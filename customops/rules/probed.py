@@ -1,0 +1,177 @@
+"""Findings from `check --probe`: what the real frameworks did with the plan's op libraries.
+
+- CO406: a library that loads alone fails when loaded after the others of its group (a second
+  TORCH_LIBRARY aborts, ONNX Runtime refuses the session), or registers op names that another library of
+  its group registered first (TensorFlow keeps the first and silently drops the rest).
+- CO408: a model uses ops that its probed libraries do not register (an ONNX model's domain:op, a
+  TorchScript model's ns::op in a namespace the libraries do define).
+- CO409: a library fails to load with the real framework even alone.
+- CO507: the framework that probed is not the container's version.
+A static finding that a probe confirms is kept, with the probe's observation added to its evidence.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import replace
+
+from customops.findings import Finding
+from customops.plan import Context
+from customops.scanners.onnxmodel import model_ops
+from customops.scanners.probes import CONTAINER_FRAMEWORK, ProbedGroup
+
+FAILED = ("failed", "crashed", "timeout")
+
+
+def check(groups: list[ProbedGroup], findings: list[Finding], ctx: Context, models=()  # type: ignore[no-untyped-def]
+          ) -> tuple[list[Finding], list[str]]:
+    """(the findings with the probes' merged in, notes on what was probed and what could not be)."""
+    observed: list[Finding] = []
+    notes: list[str] = []
+    for group in groups:
+        if why := group.unavailable:
+            notes.append(f"not probed: {why}")
+            continue
+        where = f" for model '{group.model}'" if group.model else ""
+        notes.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
+                     f"{where} with {group.framework} {group.version}")
+        observed += _failures(group) + _shadowed(group)
+    observed += _versions(groups, ctx) + _unregistered(groups, models)
+    return _merge(findings, observed), notes
+
+
+def _label(group: ProbedGroup) -> str:
+    return f"{group.framework} {group.version}".strip()
+
+
+def _failures(group: ProbedGroup) -> list[Finding]:
+    found = []
+    members = group.members()
+    for index, (step, alone, together) in enumerate(members):
+        if alone.status in FAILED:
+            found.append(Finding(
+                "CO409", f"{step.path} fails to load with {_label(group)}: {alone.message}", model=step.model,
+                library=step.path, file=step.source, predicted=alone.message,
+                evidence=(f"probe: {alone.status} when loaded alone",)))
+        elif together.status in FAILED:
+            earlier = group.steps[:index]
+            shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
+            session = f"one session of model '{group.model}'" if group.model else "one process"
+            found.append(Finding(
+                "CO406", f"{step.path} loads alone but fails after {', '.join(s.path for s in earlier)} in {session}: "
+                         f"{together.message}", model=step.model, library=step.path, file=step.source,
+                symbol=shared[0] if shared else None, predicted=together.message,
+                evidence=(f"probe ({_label(group)}): {together.status} when loaded after "
+                          f"{', '.join(s.path for s in earlier)} ({together.message}); loads alone",
+                          *([f"registered by both: {', '.join(shared[:10])}" + (" ..." if len(shared) > 10 else "")]
+                            if shared else []))))
+    return found
+
+
+def _shadowed(group: ProbedGroup) -> list[Finding]:
+    """TensorFlow: a library's ops that an earlier library registered are silently dropped, the first wins."""
+    if group.framework != "tensorflow":
+        return []
+    found = []
+    members = group.members()
+    for index, (step, alone, together) in enumerate(members):
+        if index == 0 or together.status != "loaded":
+            continue
+        dropped = set(alone.registered) - set(together.registered)
+        winners = [s for s, r, _ in members[:index] if dropped & set(r.registered)]
+        if not dropped or not winners:
+            continue
+        names = sorted(dropped)
+        found.append(Finding(
+            "CO406", f"{step.path} registers {len(names)} TensorFlow op(s) that {winners[0].path} registered first "
+                     f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): TensorFlow silently keeps the "
+                     "first library's", model=step.model, library=step.path, file=step.source, symbol=names[0],
+            evidence=(f"probe ({_label(group)}): alone it registers {', '.join(names[:10])}; loaded after "
+                      f"{', '.join(s.path for s in winners)} it registers {len(together.registered)} op(s)",)))
+    return found
+
+
+def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
+    found, seen = [], set()
+    for group in groups:
+        expected = getattr(ctx.container.facts, CONTAINER_FRAMEWORK[group.framework], None)  # type: ignore[attr-defined]
+        probed = group.version.split("+")[0]
+        if not expected or not probed or group.framework in seen:
+            continue
+        seen.add(group.framework)
+        if probed.split(".")[:len(expected.split("."))] != expected.split("."):
+            found.append(Finding(
+                "CO507", f"the probes loaded {group.framework} op libraries with {group.framework} {group.version}; "
+                         f"the container ships {expected}: what they register and how they fail may differ",
+                version=group.version, evidence=(f"container: {CONTAINER_FRAMEWORK[group.framework]} {expected}",)))
+    return found
+
+
+def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: ignore[no-untyped-def]
+    from customops.rules.registrations import torchscript_ops
+
+    found = []
+    by_model = {g.model: g for g in groups if g.framework == "onnxruntime" and not g.unavailable}
+    torch = next((g for g in groups if g.framework == "torch" and not g.unavailable), None)
+    for model in models:
+        if not model.versions:
+            continue
+        filename = model.config.default_model_filename if model.config is not None else ""
+        if model.backend == "onnxruntime" and (group := by_model.get(model.name)):
+            path = os.path.join(model.path, str(model.versions[0]), filename or "model.onnx")
+            try:
+                used, local = model_ops(path)
+            except (OSError, ValueError, BufferError):
+                continue
+            registered = {name.split(" [")[0] for r in group.alone for name in r.registered}
+            missing = sorted(f"{d}:{op}" for d, op in used - local if d not in ("", "ai.onnx")
+                             and f"{d}:{op}" not in registered and not _built_in(group.runtime, d))
+            if missing:
+                found.append(Finding(
+                    "CO408", f"model '{model.name}' uses {missing[0]}, which neither ONNX Runtime nor its op "
+                             "libraries register: creating its session fails", model=model.name, file=path,
+                    symbol=missing[0], predicted=f"Fatal error: {missing[0]}(-1) is not a registered function/op",
+                    evidence=(f"{path} uses {', '.join(missing)}",
+                              f"probe ({_label(group)}): its op libraries register "
+                              f"{len(registered)} op(s), not these")))
+        elif model.backend == "pytorch" and torch is not None:
+            archive = os.path.join(model.path, str(model.versions[0]), filename or "model.pt")
+            schemas = {name for r in torch.alone for name in r.registered}
+            namespaces = {name.split("::")[0] for name in schemas} - {
+                ns for r in torch.alone for ns in r.builtin_namespaces}
+            missing = sorted(f"{ns}::{op}" for ns, op in torchscript_ops(archive)
+                             if ns in namespaces and f"{ns}::{op}" not in schemas)
+            if missing:
+                namespace = missing[0].split("::")[0]
+                defined = ", ".join(sorted(s for s in schemas if s.startswith(namespace + "::")))
+                found.append(Finding(
+                    "CO408", f"model '{model.name}' calls {missing[0]}, which the op libraries defining its namespace "
+                             "do not register: loading the TorchScript model fails", model=model.name, file=archive,
+                    symbol=missing[0], predicted=f"Unknown builtin op: {missing[0]}.",
+                    evidence=(f"{archive} calls {', '.join(missing)}",
+                              f"probe ({_label(torch)}): {namespace} registers {defined}")))
+    return found
+
+
+def _built_in(runtime: str | None, domain: str) -> bool:
+    """Whether the ONNX Runtime library that probed names the domain (com.microsoft, ai.onnx.ml, ...)."""
+    if not runtime:
+        return False
+    try:
+        with open(runtime, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b"\0" + domain.encode() + b"\0") != -1
+    except (OSError, ValueError):
+        return False
+
+
+def _merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:
+    merged = list(findings)
+    for new in observed:
+        same = next((i for i, f in enumerate(merged) if f.code == new.code and f.library == new.library
+                     and f.library is not None), None)
+        if same is None:
+            merged.append(new)
+        else:
+            merged[same] = replace(merged[same], evidence=(*merged[same].evidence, *new.evidence))
+    return merged

@@ -1,0 +1,123 @@
+"""What the real frameworks do with the plan's op libraries (`check --probe`).
+
+The libraries one registry will hold are probed as a group: every Torch op library and every TensorFlow op
+library of the server process (one registry each), and each ONNX model's op libraries (one session). Each
+library is probed alone, for the names it registers, and the group together, in load order, for what the
+framework does when they meet. All loading happens in isolated child processes (customops.probe); results
+are cached by the files' identities and the interpreter's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from customops import cachedir
+from customops.plan import LoadPlan, LoadStep
+from customops.probe import ProbeResult, onnxruntime_library, probe_group
+
+FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
+CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    python: str
+    onnxruntime_library: str | None  # None: the one in `python`'s onnxruntime package
+    timeout: float = 120
+    cache_dir: Path | None = None  # None: no caching
+
+
+@dataclass(frozen=True)
+class ProbedGroup:
+    framework: str  # torch | tensorflow | onnxruntime
+    model: str | None  # the ONNX model whose session the libraries share
+    steps: tuple[LoadStep, ...]
+    runtime: str | None  # the libonnxruntime.so that registered them (onnxruntime only)
+    alone: tuple[ProbeResult, ...]  # each library in its own process
+    together: tuple[ProbeResult, ...]  # all of them, in load order, in one process
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the framework could not be probed at all (not installed in the interpreter), if so."""
+        return next((r.message for r in self.alone if r.status == "unavailable"), None)
+
+    def members(self) -> list[tuple[LoadStep, ProbeResult, ProbeResult]]:
+        """(step, probed alone, probed together) for each library, in load order."""
+        return list(zip(self.steps, self.alone, self.together, strict=True))
+
+    @property
+    def version(self) -> str:
+        return next((r.framework_version for r in (*self.alone, *self.together) if r.framework_version), "")
+
+
+def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]:
+    """(framework, model, steps in load order) for every registry the plan's op libraries meet in."""
+    process: dict[str, list[LoadStep]] = {"torch": [], "tensorflow": []}
+    sessions: dict[str, list[LoadStep]] = {}
+    for step in (*plan.preloads, *plan.dlopens):
+        framework = FRAMEWORK_OF_LOADER.get(step.loader)
+        if framework is None or step.purpose == "backend library" or not os.path.isfile(step.source):
+            continue
+        if framework == "onnxruntime":
+            sessions.setdefault(step.model or "", []).append(step)  # the same file twice is a conflict there
+        elif step.path not in {s.path for s in process[framework]}:  # dlopen of a loaded path: same handle
+            process[framework].append(step)
+    found: list[tuple[str, str | None, tuple[LoadStep, ...]]] = [
+        (framework, None, tuple(steps)) for framework, steps in process.items() if steps]
+    found += [("onnxruntime", model, tuple(steps)) for model, steps in sessions.items()]
+    return found
+
+
+def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
+    probed = []
+    for framework, model, steps in groups(plan):
+        runtime = settings.onnxruntime_library
+        if framework == "onnxruntime" and runtime is None:
+            runtime = onnxruntime_library(settings.python)
+        # What the answer depends on: the op libraries, and the framework (its package, or ORT's library).
+        identity = runtime if framework == "onnxruntime" else package_file(settings.python, framework)
+        sources = tuple(s.source for s in steps)
+        alone = tuple(_cached(settings, framework, runtime, identity, (source,))[0] for source in sources)
+        together = _cached(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
+        probed.append(ProbedGroup(framework, model, steps, runtime, alone, together))
+    return probed
+
+
+def package_file(python: str, package: str) -> str | None:
+    """The __init__.py of `python`'s `package`, found without importing it: reinstalling the package
+    replaces the file, which changes its identity."""
+    try:
+        origin = subprocess.run([python, "-I", "-c", "import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); "
+                                 "print(s.origin if s and s.origin else '')", package],
+                                capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return origin or None
+
+
+def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
+            sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
+    if framework == "onnxruntime" and runtime is None:
+        message = f"{settings.python} has no onnxruntime package with a libonnxruntime.so"
+        return tuple(ProbeResult(os.path.abspath(s), "unavailable", message, None, "", ()) for s in sources)
+    path = None
+    if settings.cache_dir is not None and identity is not None:
+        try:
+            identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
+        except OSError:
+            identities = []
+        if identities:
+            path = cachedir.result_path(settings.cache_dir, "probes", framework, settings.python, identity,
+                                        *sources, *identities)
+            hit = cachedir.load_result(path)
+            if isinstance(hit, list):
+                return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
+                                            "registered": tuple(r["registered"]),
+                                            "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
+    results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
+    if path is not None and all(r.status != "timeout" for r in results):
+        cachedir.store_result(path, [{**asdict(r), "output": r.output[-4000:]} for r in results])
+    return results
