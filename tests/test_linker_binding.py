@@ -1,5 +1,8 @@
 """Binding rules of do_lookup_x/check_match: weak definitions, weak references, GNU_UNIQUE."""
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracle import agree
 
 from customops.scanners.linker import Dlopen, Environment, Scenario
@@ -48,3 +51,16 @@ def test_a_copy_relocation_binds_every_reference_to_the_executables_copy(linker,
     assert prediction.binding(exe, "stdout").winner.object == "/lib/x86_64-linux-gnu/libc.so.6"
     libc_reference = prediction.binding("/lib/x86_64-linux-gnu/libc.so.6", "stdout")
     assert libc_reference.winner.object == exe and libc_reference.reason.startswith("copy relocation")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 60), max_size=40), max_size=5), st.lists(st.integers(0, 60), max_size=400))
+def test_the_bulk_membership_test_of_hash_halves_agrees_with_a_plain_one(sets, queries):
+    """Which scope objects may export each relocated name: the fast path (small sets searched for in the
+    sorted queries) answers exactly as np.isin."""
+    from customops.scanners.linker import _members
+
+    sorted_sets = [np.unique(np.array(s, dtype=np.uint32)) for s in sets]
+    q = np.array(queries, dtype=np.uint32)
+    for values, found in zip(sorted_sets, _members(sorted_sets, q), strict=True):
+        assert found.tolist() == np.isin(q, values).tolist()

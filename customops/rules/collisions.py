@@ -27,7 +27,7 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]
     pairs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     findings: list[Finding] = []
     sizes_reported: set[tuple[str, str, str]] = set()
-    for binding in prediction.interpositions():
+    for binding in prediction.interpositions(involving=set(custom) | preloaded):
         winner = binding.winner
         assert winner is not None
         for loser in binding.losers:

@@ -231,9 +231,13 @@ class Prediction:
     def ok(self) -> bool:
         return self.exit_message is None and all(o.status in ("loaded",) for o in self.outcomes)
 
-    def interpositions(self) -> Iterator[Binding]:
-        """Bindings where another object's definition lost to the winner."""
-        return (_binding(raw) for raw in self.raw_bindings.values() if raw.losers and raw.winner is not None)
+    def interpositions(self, involving: set[str] | None = None) -> Iterator[Binding]:
+        """Bindings where another object's definition lost to the winner; with `involving`, only those
+        whose winner or a loser is one of these objects (converting every binding of two framework
+        libraries' shared C++ definitions costs more than all the rest of a check)."""
+        return (_binding(raw) for raw in self.raw_bindings.values() if raw.losers and raw.winner is not None
+                and (involving is None or raw.winner[0].name in involving
+                     or any(loser[0].name in involving for loser in raw.losers)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -726,7 +730,7 @@ class _Process:
             relocated = relocated[np.argsort(symbols.reloc_first[relocated], kind="stable")]
             scope = self._flat_scope(obj)
             halves = symbols.hash_halves[relocated]
-            exporters = [(o, _member(o.export_halves[0], halves)) for o in scope]
+            exporters = list(zip(scope, _members([o.export_halves[0] for o in scope], halves), strict=True))
             bulk = self._bound_to_itself(obj, relocated, halves, exporters)
             obj.bulk_bound = np.sort(relocated[bulk])
             rest = np.flatnonzero(~bulk)
@@ -991,6 +995,27 @@ def _member(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
         return np.zeros(len(queries), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_values, queries), len(sorted_values) - 1)
     return sorted_values[at] == queries
+
+
+def _members(sorted_sets: list[np.ndarray], queries: np.ndarray) -> list[np.ndarray]:
+    """[queries ∈ values for values in sorted_sets]. A set much smaller than the queries is searched for
+    in the sorted queries instead (each of its values marks a range there): the work then grows with the
+    small set, which is the common case of a framework library's references tested against libc."""
+    order = np.argsort(queries, kind="stable") if len(queries) else queries
+    sorted_queries = queries[order]
+    found = []
+    for values in sorted_sets:
+        if 8 * len(values) >= len(queries) or not len(values):
+            found.append(_member(values, queries))
+            continue
+        left = np.searchsorted(sorted_queries, values, "left")
+        right = np.searchsorted(sorted_queries, values, "right")
+        inside = np.cumsum(np.bincount(left, minlength=len(queries) + 1)
+                           - np.bincount(right, minlength=len(queries) + 1))[:-1] > 0
+        member = np.empty(len(queries), dtype=bool)
+        member[order] = inside
+        found.append(member)
+    return found
 
 
 def _split_preload(value: str | None) -> list[str]:
