@@ -1001,13 +1001,15 @@ def _members(sorted_sets: list[np.ndarray], queries: np.ndarray) -> list[np.ndar
     """[queries ∈ values for values in sorted_sets]. A set much smaller than the queries is searched for
     in the sorted queries instead (each of its values marks a range there): the work then grows with the
     small set, which is the common case of a framework library's references tested against libc."""
-    order = np.argsort(queries, kind="stable") if len(queries) else queries
-    sorted_queries = queries[order]
+    order = sorted_queries = None
     found = []
     for values in sorted_sets:
         if 8 * len(values) >= len(queries) or not len(values):
             found.append(_member(values, queries))
             continue
+        if order is None or sorted_queries is None:
+            order = np.argsort(queries, kind="stable")
+            sorted_queries = queries[order]
         left = np.searchsorted(sorted_queries, values, "left")
         right = np.searchsorted(sorted_queries, values, "right")
         inside = np.cumsum(np.bincount(left, minlength=len(queries) + 1)
