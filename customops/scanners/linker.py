@@ -284,7 +284,7 @@ class _Object:
         exactly what do_lookup_x walks (an object without one is never searched: l_nbuckets == 0)."""
         found = self._definitions.get(symbol)
         if found is None:
-            found = tuple(self.info.symbols.lookup(symbol, gnu)) if self.info.symbols.has_hash_table else ()
+            found = self.info.symbols.lookup(symbol, gnu) if self.info.symbols.has_hash_table else ()
             self._definitions[symbol] = found
         return found
 
