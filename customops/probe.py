@@ -269,3 +269,39 @@ def onnxruntime_library(python: str) -> str | None:
                            capture_output=True, text=True, timeout=60).stdout.strip()
     found = sorted(glob.glob(os.path.join(where, "capi", "libonnxruntime.so*"))) if where else []
     return found[0] if found else None
+
+
+TENSORFLOW_OPS = """
+import sys
+try:
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as tf_session
+    from tensorflow.python.framework import versions
+except ImportError as exc:
+    print("UNAVAILABLE " + " ".join(str(exc).split()), flush=True)
+    sys.exit(3)
+print("VERSION " + versions.__version__, flush=True)
+for path in sys.argv[1:]:
+    try:
+        tf_session.TF_LoadLibrary(path)
+    except Exception as exc:  # the library's own failure is reported by its probe; its ops are then missing
+        print("FAILED " + path + " " + " ".join(str(exc).split()), flush=True)
+ops = op_def_pb2.OpList.FromString(tf_session.TF_GetBuffer(tf_session.TF_GetAllOpList()))
+for op in ops.op:
+    print("OP " + op.name, flush=True)
+"""
+
+
+def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeout: float = 120,
+                   memory_mb: int = 4096) -> tuple[frozenset[str], str] | str:
+    """(every op name TensorFlow has registered once `libraries` are loaded in order, its version), or why
+    TensorFlow could not be asked: what a SavedModel or GraphDef can use in that process."""
+    argv = [python or sys.executable, "-I", "-c", TENSORFLOW_OPS, *(os.path.abspath(lib) for lib in libraries)]
+    status, output, _files, timed_out = run_isolated(argv, timeout, memory_mb)
+    lines = output.splitlines()
+    if unavailable := next((line for line in lines if line.startswith("UNAVAILABLE ")), None):
+        return f"{python or sys.executable} cannot load tensorflow: {unavailable[len('UNAVAILABLE '):]}"
+    ops = frozenset(line[len("OP "):] for line in lines if line.startswith("OP "))
+    if timed_out or status != 0 or not ops:
+        return f"listing TensorFlow's ops failed ({'timeout' if timed_out else f'status {status}'})"
+    return ops, next((line[len("VERSION "):] for line in lines if line.startswith("VERSION ")), "")

@@ -443,3 +443,42 @@ def test_a_probe_without_the_framework_says_so_instead_of_guessing(real_root, to
                        probe=probing(tmp_path, str(bare)))
     assert any(n.startswith("not probed: ") and "torch" in n for n in result.notes), result.notes
     assert not [f for f in result.findings if f.code in ("CO409", "CO507")]
+
+
+def ngrams_saved_model(path: Path, ngrams: Path) -> Path:
+    """A SavedModel joining bigrams with TensorFlow Text's published op (built with the library loaded)."""
+    code = ("import tensorflow as tf\n"
+            f"ngrams = tf.load_op_library({str(ngrams)!r})\n"
+            "class M(tf.Module):\n"
+            "    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])\n"
+            "    def join(self, x):\n"
+            "        return ngrams.TFText_NgramsStringJoin(input_values=x, input_row_splits=[tf.constant([0, 2], "
+            "tf.int64)], width=2, axis=-1, string_separator=' ')[0]\n"
+            f"tf.saved_model.save(M(), {str(path)!r})\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return path
+
+
+def test_a_probe_finds_a_savedmodel_op_that_tensorflow_does_not_register_without_its_library(real_root, tmp_path):
+    ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
+    repo = repository(real_root, {})
+    (repo / "tf_m" / "1").mkdir(parents=True)
+    model = ngrams_saved_model(repo / "tf_m" / "1" / "model.savedmodel", ngrams)
+    (repo / "tf_m" / "config.pbtxt").write_text('platform: "tensorflow_savedmodel"\n')
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), (), probe=probing(tmp_path))
+    (finding,) = [f for f in result.findings if f.code == "CO408"]
+    assert finding.symbol == "TFText>NgramsStringJoin"
+    ok, message = really_loads(f"import tensorflow as tf\ntf.saved_model.load({str(model)!r})\n")
+    assert not ok and finding.predicted in message
+    # With the library listed for the model, the op is registered before the model loads.
+    place(ngrams, repo / "tf_m" / "ops" / ngrams.name)
+    (repo / "tf_m" / "config.pbtxt").write_text(
+        'platform: "tensorflow_savedmodel"\n'
+        f'model_operations {{ op_library_filename: "/models/tf_m/ops/{ngrams.name}" }}\n')
+    result = run_check([str(repo)], load_manifest(None), from_root(str(real_root)), (), probe=probing(tmp_path))
+    assert not [f for f in result.findings if f.code == "CO408"]
+    ok, message = really_loads(f"import tensorflow as tf\ntf.load_op_library({str(ngrams)!r})\n"
+                               f"m = tf.saved_model.load({str(model)!r})\n"
+                               "assert m.join(tf.constant(['a', 'b'])).numpy().tolist() == [b'a b']\n")
+    assert ok, message

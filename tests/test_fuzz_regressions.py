@@ -13,6 +13,7 @@ from customops.repository import read_model
 from customops.scanners.elf import FileIdentity, parse_elf
 from customops.scanners.ldcache import parse_ld_cache
 from customops.scanners.onnxmodel import model_ops
+from customops.scanners.tfmodel import model_ops as tf_model_ops
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*"))
 
@@ -36,6 +37,11 @@ def replay(target: str, data: bytes, tmp_path: Path) -> None:
         (tmp_path / "model.onnx").write_bytes(data)
         with pytest.raises(ValueError):
             model_ops(str(tmp_path / "model.onnx"))
+    elif target == "savedmodel":
+        (tmp_path / "model.savedmodel").mkdir()
+        (tmp_path / "model.savedmodel" / "saved_model.pb").write_bytes(data)
+        with pytest.raises(ValueError):
+            tf_model_ops(str(tmp_path / "model.savedmodel"))
     else:
         raise AssertionError(f"unknown fuzz target {target!r}")
     shutil.rmtree(tmp_path, ignore_errors=True)

@@ -4,7 +4,8 @@
   TORCH_LIBRARY aborts, ONNX Runtime refuses the session), or registers op names that another library of
   its group registered first (TensorFlow keeps the first and silently drops the rest).
 - CO408: a model uses ops that its probed libraries do not register (an ONNX model's domain:op, a
-  TorchScript model's ns::op in a namespace the libraries do define).
+  TorchScript model's ns::op in a namespace the libraries do define, a SavedModel's or GraphDef's op type
+  that TensorFlow does not know once the op libraries are loaded).
 - CO409: a library fails to load with the real framework even alone.
 - CO507: the framework that probed is not the container's version.
 A static finding that a probe confirms is kept, with the probe's observation added to its evidence.
@@ -19,16 +20,24 @@ from dataclasses import replace
 from customops.findings import Finding
 from customops.plan import Context
 from customops.scanners.onnxmodel import model_ops
-from customops.scanners.probes import CONTAINER_FRAMEWORK, ProbedGroup
+from customops.scanners.probes import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
+from customops.scanners.tfmodel import model_ops as tf_model_ops
 
 FAILED = ("failed", "crashed", "timeout")
 
 
-def check(groups: list[ProbedGroup], findings: list[Finding], ctx: Context, models=()  # type: ignore[no-untyped-def]
-          ) -> tuple[list[Finding], list[str]]:
-    """(the findings with the probes' merged in, notes on what was probed and what could not be)."""
+def check(groups: list[ProbedGroup], findings: list[Finding], ctx: Context, models=(),  # type: ignore[no-untyped-def]
+          tensorflow: TensorflowRegistry | str | None = None) -> tuple[list[Finding], list[str]]:
+    """(the findings with the probes' merged in, notes on what was probed and what could not be).
+    `tensorflow`: TensorFlow's registry in the server process (or why it could not be probed), for the
+    TensorFlow models."""
     observed: list[Finding] = []
     notes: list[str] = []
+    if isinstance(tensorflow, str):
+        notes.append(f"not probed: {tensorflow}")
+    elif tensorflow is not None:
+        notes.append(f"probed TensorFlow's op registry with tensorflow {tensorflow.version}")
+        observed += _unregistered_tensorflow(tensorflow, models)
     for group in groups:
         if why := group.unavailable:
             notes.append(f"not probed: {why}")
@@ -151,6 +160,32 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: 
                     symbol=missing[0], predicted=f"Unknown builtin op: {missing[0]}.",
                     evidence=(f"{archive} calls {', '.join(missing)}",
                               f"probe ({_label(torch)}): {namespace} registers {defined}")))
+    return found
+
+
+def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Finding]:  # type: ignore[no-untyped-def]
+    """CO408: a SavedModel or GraphDef uses op types TensorFlow does not know, even with the plan's op
+    libraries loaded: loading the model fails."""
+    found = []
+    for model in models:
+        if model.backend != "tensorflow" or not model.versions:
+            continue
+        version_dir = os.path.join(model.path, str(model.versions[0]))
+        named = model.config.default_model_filename if model.config is not None else ""
+        default = "model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel"
+        path = os.path.join(version_dir, named or default)
+        try:
+            missing = sorted(tf_model_ops(path) - registry.ops)
+        except (OSError, ValueError, BufferError):
+            continue  # absent or unreadable: the backend's own error, reported elsewhere
+        if missing:
+            loaded = ", ".join(registry.libraries) or "no TensorFlow op libraries"
+            found.append(Finding(
+                "CO408", f"model '{model.name}' uses the TensorFlow op {missing[0]}, which neither TensorFlow nor "
+                         "the loaded op libraries register: loading the model fails", model=model.name, file=path,
+                symbol=missing[0], predicted=f"Op type not registered '{missing[0]}' in binary running on",
+                evidence=(f"{path} uses {', '.join(missing)}",
+                          f"probe (tensorflow {registry.version}): not registered after loading {loaded}")))
     return found
 
 

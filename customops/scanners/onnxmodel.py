@@ -6,72 +6,29 @@ Weights are skipped, never copied, so multi-GB models cost what their graph cost
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator
+
+from customops.scanners.protowire import DamagedModel, fields, text
 
 MAX_DEPTH = 64  # subgraph nesting; deeper input is treated as damaged
-
-
-class DamagedModel(ValueError):
-    pass
-
-
-def _varint(buf: memoryview, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(buf) or shift > 63:
-            raise DamagedModel("truncated varint")
-        byte = buf[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
-def _fields(buf: memoryview) -> Iterator[tuple[int, int | memoryview]]:
-    """(field number, value) of each field: ints for varints, views for length-delimited ones."""
-    at = 0
-    while at < len(buf):
-        key, at = _varint(buf, at)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, at = _varint(buf, at)
-            yield number, value
-        elif wire == 2:
-            size, at = _varint(buf, at)
-            if at + size > len(buf):
-                raise DamagedModel("length past the end")
-            yield number, buf[at:at + size]
-            at += size
-        elif wire in (1, 5):
-            at += 8 if wire == 1 else 4
-            if at > len(buf):
-                raise DamagedModel("fixed-width field past the end")
-        else:
-            raise DamagedModel(f"wire type {wire}")
-
-
-def _text(value: int | memoryview) -> str:
-    return bytes(value).decode("utf-8", "replace") if isinstance(value, memoryview) else ""
 
 
 def _graph_ops(graph: memoryview, depth: int, out: set[tuple[str, str]]) -> None:
     if depth > MAX_DEPTH:
         raise DamagedModel("subgraphs nested too deeply")
-    for number, value in _fields(graph):
+    for number, value in fields(graph):
         if number == 1 and isinstance(value, memoryview):
             _node_ops(value, depth, out)
 
 
 def _node_ops(node: memoryview, depth: int, out: set[tuple[str, str]]) -> None:
     op_type = domain = ""
-    for number, value in _fields(node):
+    for number, value in fields(node):
         if number == 4:
-            op_type = _text(value)
+            op_type = text(value)
         elif number == 7:
-            domain = _text(value)
+            domain = text(value)
         elif number == 5 and isinstance(value, memoryview):  # AttributeProto: subgraphs of If/Loop/Scan
-            for attr_number, attr_value in _fields(value):
+            for attr_number, attr_value in fields(value):
                 if attr_number in (6, 11) and isinstance(attr_value, memoryview):
                     _graph_ops(attr_value, depth + 1, out)
     out.add((domain, op_type))
@@ -85,16 +42,16 @@ def model_ops(path: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     with open(path, "rb") as f:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # closed when the last view of it goes
     view = memoryview(data)
-    for number, value in _fields(view):
+    for number, value in fields(view):
         if number == 7 and isinstance(value, memoryview):
             _graph_ops(value, 0, used)
         elif number == 25 and isinstance(value, memoryview):
             name = domain = ""
-            for f_number, f_value in _fields(value):
+            for f_number, f_value in fields(value):
                 if f_number == 1:
-                    name = _text(f_value)
+                    name = text(f_value)
                 elif f_number == 10:
-                    domain = _text(f_value)
+                    domain = text(f_value)
                 elif f_number == 7 and isinstance(f_value, memoryview):
                     _node_ops(f_value, 1, used)
             local.add((domain, name))

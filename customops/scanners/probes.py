@@ -16,7 +16,7 @@ from pathlib import Path
 
 from customops import cachedir
 from customops.plan import LoadPlan, LoadStep
-from customops.probe import ProbeResult, onnxruntime_library, probe_group
+from customops.probe import ProbeResult, onnxruntime_library, probe_group, tensorflow_ops
 
 FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
@@ -121,3 +121,39 @@ def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identi
     if path is not None and all(r.status != "timeout" for r in results):
         cachedir.store_result(path, [{**asdict(r), "output": r.output[-4000:]} for r in results])
     return results
+
+
+@dataclass(frozen=True)
+class TensorflowRegistry:
+    """Every op TensorFlow knows in the server process, after the plan's TensorFlow op libraries."""
+    ops: frozenset[str]
+    version: str
+    libraries: tuple[str, ...]
+
+
+def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRegistry | str:
+    """The registry, or why it could not be probed."""
+    steps = next((steps for framework, _, steps in groups(plan) if framework == "tensorflow"), ())
+    sources = tuple(s.source for s in steps)
+    identity = package_file(settings.python, "tensorflow")
+    if identity is None:
+        return f"{settings.python} has no tensorflow package"
+    path = None
+    if settings.cache_dir is not None:
+        try:
+            identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
+            path = cachedir.result_path(settings.cache_dir, "probes", "tensorflow-ops", settings.python, identity,
+                                        *sources, *identities)
+        except OSError:
+            path = None
+        hit = cachedir.load_result(path) if path is not None else None
+        if isinstance(hit, dict):
+            return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
+    found = tensorflow_ops(sources, settings.python, settings.timeout)
+    if isinstance(found, str):
+        return found
+    registry = TensorflowRegistry(found[0], found[1], tuple(s.path for s in steps))
+    if path is not None:
+        cachedir.store_result(path, {"ops": sorted(registry.ops), "version": registry.version,
+                                     "libraries": list(registry.libraries)})
+    return registry

@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing (atheris/libFuzzer) of every parser that reads input customops did not write.
 
     .venv/bin/pip install atheris
-    .venv/bin/python tests/fuzz/run.py elf -runs=1000000        # also: ldcache, config, manifest, onnx
+    .venv/bin/python tests/fuzz/run.py elf -runs=1000000        # also: ldcache, config, manifest, onnx, savedmodel
 
 Each target accepts only customops' own error for bad input (ElfError / InputError, or a CO101 problem
 for configs); anything else is a crash. libFuzzer's -timeout=1 makes an input that takes longer than a
@@ -32,6 +32,7 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.scanners.elf import FileIdentity, parse_elf
     from customops.scanners.ldcache import parse_ld_cache
     from customops.scanners.onnxmodel import model_ops
+    from customops.scanners.tfmodel import model_ops as tf_model_ops
 
 WORK = Path(tempfile.mkdtemp(prefix="customops-fuzz-"))
 
@@ -76,8 +77,16 @@ def fuzz_onnx(data: bytes) -> None:
         model_ops(str(path))
 
 
+def fuzz_savedmodel(data: bytes) -> None:
+    saved_model = WORK / "model.savedmodel"
+    saved_model.mkdir(exist_ok=True)
+    (saved_model / "saved_model.pb").write_bytes(data)
+    with contextlib.suppress(ValueError):  # DamagedModel, or an empty file mmap refuses
+        tf_model_ops(str(saved_model))
+
+
 TARGETS = {"elf": fuzz_elf, "ldcache": fuzz_ldcache, "config": fuzz_config, "manifest": fuzz_manifest,
-           "onnx": fuzz_onnx}
+           "onnx": fuzz_onnx, "savedmodel": fuzz_savedmodel}
 
 
 def seeds(target: str) -> list[Path]:
@@ -94,6 +103,8 @@ def seeds(target: str) -> list[Path]:
         return sorted((ROOT / "examples" / "model_repository").glob("*/config.pbtxt"))
     if target == "onnx":
         return [onnx_seed()]
+    if target == "savedmodel":
+        return [savedmodel_seed()]
     return [ROOT / "examples" / "model_repository" / "customops.toml"]
 
 
@@ -116,6 +127,19 @@ def onnx_seed() -> Path:
     path = WORK / "seed.onnx"
     onnx.save(model, str(path))
     return path
+
+
+def savedmodel_seed() -> Path:
+    """A SavedModel with a tf.function (graph nodes, library functions, the stripped op list)."""
+    import tensorflow as tf
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def upper(self, x):  # type: ignore[no-untyped-def]
+            return tf.strings.upper(x)
+
+    tf.saved_model.save(Module(), str(WORK / "seed.savedmodel"))
+    return WORK / "seed.savedmodel" / "saved_model.pb"
 
 
 def main() -> None:
