@@ -164,9 +164,12 @@ _TABLE = (
          "defines (TORCH_LIBRARY or a fragment, read from .symtab) and the container's PyTorch libraries do "
          "not mention; or an ONNX model uses an operator domain that the container's ONNX Runtime does not "
          "build in, while its config lists no custom-op library. Needs the container's files (not a profile). "
-         "With --probe, also the ops a model uses that its probed op libraries do not register.",
+         "With --probe, also the ops a model uses that its probed op libraries do not register, and a "
+         "TensorFlow SavedModel's or GraphDef's op types that TensorFlow does not know once the op libraries "
+         "are loaded.",
          "torch::jit::load fails with \"Unknown builtin op\"; ONNX Runtime fails to create the session with "
-         "\"is not a registered function/op\". The model does not load.",
+         "\"is not a registered function/op\"; TensorFlow with \"Op type not registered\". The model does not "
+         "load.",
          "TorchScript: list the op library under [pytorch] ops in customops.toml (customops launch preloads "
          "it). ONNX: add model_operations { op_library_filename: ... } to the model's config.pbtxt."),
     Code("CO409", E, "a library fails to load with the real framework",

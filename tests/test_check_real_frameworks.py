@@ -482,3 +482,28 @@ def test_a_probe_finds_a_savedmodel_op_that_tensorflow_does_not_register_without
                                f"m = tf.saved_model.load({str(model)!r})\n"
                                "assert m.join(tf.constant(['a', 'b'])).numpy().tolist() == [b'a b']\n")
     assert ok, message
+
+
+def test_a_probe_reports_a_torch_op_library_whose_constructor_aborts(real_root, tree, tmp_path):
+    aborts = tree / "probe" / "libaborts.so"  # loads cleanly as far as the linker goes; its constructor aborts
+    repo = pytorch_repository(real_root, [aborts])
+    manifest = load_manifest(str(repo / "customops.toml"))
+    assert not [f for f in run_check([str(repo)], manifest, from_root(str(real_root)), ()).findings
+                if f.level == Severity.ERROR]
+    result = run_check([str(repo)], manifest, from_root(str(real_root)), (), probe=probing(tmp_path))
+    (finding,) = [f for f in result.findings if f.code == "CO409"]
+    assert "SIGABRT" in finding.message
+    assert not really_loads(f"import torch; torch.ops.load_library({str(aborts)!r})")[0]
+
+
+def test_a_probe_with_another_framework_version_than_the_container_says_so(real_root, torch_ops, tmp_path):
+    from dataclasses import replace
+
+    container = from_root(str(real_root))
+    older = replace(container, facts=replace(container.facts, pytorch="2.6.0"))
+    repo = pytorch_repository(real_root, [torch_ops / "liblabops_a.so"])
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), older, (), probe=probing(tmp_path))
+    (finding,) = [f for f in result.findings if f.code == "CO507"]
+    assert "2.6.0" in finding.message and finding.level == Severity.INFO
+    same = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), container, (), probe=probing(tmp_path))
+    assert not [f for f in same.findings if f.code == "CO507"]

@@ -17,6 +17,7 @@ import mmap
 import os
 from dataclasses import replace
 
+from customops.codes import Severity
 from customops.findings import Finding
 from customops.plan import Context
 from customops.scanners.onnxmodel import model_ops
@@ -201,10 +202,12 @@ def _built_in(runtime: str | None, domain: str) -> bool:
 
 
 def _merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:
+    """A probe's finding that a static one already predicted (the same code for the library, or for CO409
+    any error about it: the static check names the cause) becomes evidence on the static one."""
     merged = list(findings)
     for new in observed:
-        same = next((i for i, f in enumerate(merged) if f.code == new.code and f.library == new.library
-                     and f.library is not None), None)
+        same = next((i for i, f in enumerate(merged) if f.library == new.library and f.library is not None
+                     and (f.code == new.code or (new.code == "CO409" and f.level == Severity.ERROR))), None)
         if same is None:
             merged.append(new)
         else:
