@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from customops.check import CheckResult, build_plan, dependencies, run_check
 from customops.codes import Severity
-from customops.container import DEFAULT_BACKEND_DIR, from_root
+from customops.container import DEFAULT_BACKEND_DIR, Container, from_root
 from customops.errors import CustomopsError
 from customops.findings import Finding
 from customops.launch_cache import command_line
@@ -24,6 +25,7 @@ from customops.manifest import find_manifest, load_manifest
 from customops.mounts import container_of, host_of
 from customops.plan import Context
 from customops.repository import read_repository
+from customops.scanners.probes import ProbeSettings
 from customops.serverargs import parse, with_plugins
 
 
@@ -51,7 +53,9 @@ class Launch:
 
 def prepare(server_argv: list[str], container_root: str = "/", manifest_path: str | None = None,
             fail_on: Severity | None = None, run_the_check: bool = True, existing_preload: str = "last",
-            environ: dict[str, str] | None = None, mounts: tuple[tuple[str, str], ...] = ()) -> Launch:
+            environ: dict[str, str] | None = None, mounts: tuple[tuple[str, str], ...] = (),
+            probe: Callable[[Container], ProbeSettings] | None = None) -> Launch:
+    """`probe`: the probe settings for the container, when the check should also probe (check --probe)."""
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
@@ -69,7 +73,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
         check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
                           server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
-                          if existing_plugins else ())
+                          if existing_plugins else (), probe=probe(container) if probe else None)
         plan = check.plan
     else:
         ctx = Context(container, manifest, mounts)

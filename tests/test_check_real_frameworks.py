@@ -507,3 +507,26 @@ def test_a_probe_with_another_framework_version_than_the_container_says_so(real_
     assert "2.6.0" in finding.message and finding.level == Severity.INFO
     same = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), container, (), probe=probing(tmp_path))
     assert not [f for f in same.findings if f.code == "CO507"]
+
+
+def test_launch_with_probe_does_not_start_a_server_whose_onnx_model_uses_an_op_its_library_lacks(real_root, tmp_path):
+    library = extensions_library()
+    repo = repository(real_root, {"onnx_m": ("onnxruntime", library)})
+    onnx_one_node(repo / "onnx_m" / "1" / "model.onnx", "ai.onnx.contrib", "NoSuchUpper")
+    # The library imports Python symbols (see above): the deployment preloads libpython, from outside the
+    # model repository (where every directory is a model).
+    deploy = real_root / "deploy"
+    libpython = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
+    place(libpython, deploy / "host" / libpython.name)
+    (deploy / "customops.toml").write_text(f'[host]\npreload = ["host/{libpython.name}"]\n')
+
+    def launch(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "customops", "launch", "--container-root", str(real_root),
+                               "--manifest", str(deploy / "customops.toml"), "--dry-run", "--no-cache", *options,
+                               "--", "tritonserver", "--model-repository=/models"],
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "CUSTOMOPS_CACHE_DIR":
+                                                                                str(tmp_path / "cache")})
+
+    assert launch().returncode == 0  # statically, nothing says the op is missing
+    refused = launch("--probe")
+    assert refused.returncode == 1 and "CO408" in refused.stderr and "NoSuchUpper" in refused.stderr

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
 
 def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-untyped-def]
     """Inside the container, ONNX Runtime op libraries are registered into the backend's own
-    libonnxruntime.so; Torch and TensorFlow need a Python with the framework (--probe-python)."""
+    libonnxruntime.so; Torch and TensorFlow need a Python with the framework (--probe-python). Shared
+    with launch --probe."""
     from customops.cachedir import default_cache_dir
     from customops.scanners.probes import ProbeSettings
 
@@ -122,7 +123,7 @@ def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-unty
         runtime = str(found[0]) if found else None
     if args.probe_python and not os.access(args.probe_python, os.X_OK):
         raise CustomopsError(f"--probe-python {args.probe_python}: not an executable file")
-    cache = None if args.no_cache else (args.cache_dir or default_cache_dir())
+    cache = None if getattr(args, "no_cache", False) else (getattr(args, "cache_dir", None) or default_cache_dir())
     return ProbeSettings(os.path.abspath(args.probe_python) if args.probe_python else sys.executable, runtime,
                          cache_dir=cache)
 

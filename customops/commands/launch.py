@@ -15,6 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-check", action="store_true", help="skip the check, only assemble the environment")
     p.add_argument("--dry-run", action="store_true", help="print the command line instead of running it")
     p.add_argument("--no-cache", action="store_true", help="always run the check (do not reuse an earlier decision)")
+    p.add_argument("--probe", action="store_true", help="the check also loads the op libraries with the real "
+                   "frameworks in isolated child processes (as check --probe; the decision is then not cached)")
+    p.add_argument("--probe-python", metavar="PATH", help="as check --probe-python")
+    p.add_argument("--probe-onnxruntime", metavar="LIB", help="as check --probe-onnxruntime")
     p.set_defaults(run=run)
 
 
@@ -44,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
     mounts = tuple(parse_mount(m) for m in args.mount)
     options = {"container_root": os.path.abspath(args.container_root), "manifest": args.manifest,
                "fail_on": args.fail_on, "check": not args.no_check, "existing_preload": args.existing_preload}
-    decision = None if args.no_cache else launch_cache.cached(argv, options, mounts, dict(os.environ))
+    cache = not args.no_cache and not args.probe
+    decision = launch_cache.cached(argv, options, mounts, dict(os.environ)) if cache else None
     if decision is None:
-        decision = _decide(args, argv, mounts, options)
+        decision = _decide(args, argv, mounts, options, cache)
     for note in decision["notes"]:
         print(f"customops: note: {note}", file=sys.stderr)
     if decision["report"] is not None:
@@ -64,16 +69,19 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict) -> dict:  # type: ignore[no-untyped-def]
-    """The full check, and the decision it leads to (stored for the next start)."""
+def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, cache: bool) -> dict:  # type: ignore[no-untyped-def]
+    """The full check, and the decision it leads to (stored for the next start when `cache`)."""
     import io
+    from functools import partial
 
     from customops import launch_cache
     from customops.codes import Severity
+    from customops.commands.check import probe_settings
     from customops.launch import prepare
 
     launch = prepare(argv, args.container_root, args.manifest, Severity.parse(args.fail_on) if args.fail_on else None,
-                     run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts)
+                     run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts,
+                     probe=partial(probe_settings, args) if args.probe else None)
     report = None
     if launch.blocking:
         from rich.console import Console
@@ -85,6 +93,6 @@ def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict) ->
         render_text(launch.check, min(f.level for f in launch.blocking), 1, None, Console(file=buffer, soft_wrap=True))
         report = buffer.getvalue()
     decision = {"argv": launch.argv, "environment": launch.environment, "notes": launch.notes, "report": report}
-    if not args.no_cache:
+    if cache:
         launch_cache.store(decision, argv, options, mounts, dict(os.environ), launch.dependencies())
     return decision
