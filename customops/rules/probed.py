@@ -63,7 +63,7 @@ def _failures(group: ProbedGroup) -> list[Finding]:
             found.append(Finding(
                 "CO409", f"{step.path} fails to load with {_label(group)}: {alone.message}", model=step.model,
                 library=step.path, file=step.source, predicted=alone.message,
-                evidence=(f"probe: {alone.status} when loaded alone",)))
+                evidence=(f"probe ({_label(group)}): {alone.status} when loaded alone: {alone.message}",)))
         elif together.status in FAILED:
             earlier = group.steps[:index]
             shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
