@@ -253,3 +253,30 @@ def test_scan_json_has_the_documented_fields(tree, reader):
     schema = json.loads((Path(__file__).parent.parent / "customops/schemas/scan-1.json").read_text())
     record = scan_record(reader.read(tree / "e/libvuser.so"), with_symbols=True)
     validate({"schema": "customops.scan/1", "files": [record]}, schema)
+
+
+def test_the_bulk_hash_walk_finds_exactly_what_the_walk_one_name_at_a_time_finds(tree, reader):
+    """lookup_many (one vectorised pass of do_lookup_x's GNU-hash walk) against lookup, on every fixture
+    library, libstdc++ and libtorch_cpu.so: every name defined, undefined or absent, with its hash."""
+    from customops.errors import ElfError
+    from customops.scanners.elf import gnu_hashes
+
+    libraries = [p for p in tree.rglob("*.so*") if p.is_file() and not p.is_symlink()]
+    libraries.append(Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6").resolve())
+    torch = importlib.util.find_spec("torch")
+    if torch is not None and torch.origin:  # a real framework library, 75k dynamic symbols
+        libraries.append(Path(torch.origin).parent / "lib" / "libtorch_cpu.so")
+    checked = 0
+    for path in libraries:
+        try:
+            symbols = reader.read(path).symbols
+        except ElfError:  # damaged on purpose (truncated, absurd counts): not this test's subject
+            continue
+        names = [symbols.name(i) for i in range(1, symbols.count)] + [b"no_such_symbol", b"_Z3absentv"]
+        found = symbols.lookup_many(names, gnu_hashes(names))
+        if found is None:  # DT_HASH only: looked up one by one
+            assert not symbols.has_hash_table or not symbols.uses_gnu_hash, path
+            continue
+        assert found == [symbols.lookup(n) for n in names], path
+        checked += 1
+    assert checked > 20

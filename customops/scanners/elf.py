@@ -379,6 +379,27 @@ class SymbolTable:
                 found.append(i)
         return tuple(found)
 
+    def lookup_many(self, names: list[bytes], hashes: np.ndarray) -> list[tuple[int, ...]] | None:
+        """`lookup` for many names with their GNU hashes, in one pass over the hash table; None where that is
+        not possible (a DT_HASH-only or damaged table): look those up one by one."""
+        if self._hash is None:
+            return [() for _ in names]
+        if self._hash.kind != "gnu":
+            return None
+        found = self._hash.gnu_candidates(hashes)
+        if found is None:
+            return None
+        strtab = self._strtab_and_nuls[0]
+        results: list[list[int]] = [[] for _ in names]
+        queries, indices = found
+        offsets = self.entries["st_name"][indices].tolist()
+        for q, i, start in zip(queries.tolist(), indices.tolist(), offsets, strict=True):
+            name = names[q]
+            stop = start + len(name)
+            if stop < len(strtab) and strtab[start:stop] == name and strtab[stop] == 0:
+                results[q].append(i)
+        return [tuple(r) for r in results]
+
     @cached_property
     def hash_halves(self) -> np.ndarray:
         """Each symbol's GNU hash without its low bit: read from DT_GNU_HASH's chain for the symbols the
@@ -574,6 +595,42 @@ class _HashTable:
             chain = np.frombuffer(data, word, min(nchain, count), off + (2 + nbucket) * size)
             return cls("sysv", nbucket, 0, buckets, chain)
         return None
+
+    def gnu_candidates(self, hashes: np.ndarray, max_steps: int = 64) -> tuple[np.ndarray, np.ndarray] | None:
+        """`candidates` for many GNU hashes at once: (query index, symbol index) of every chain entry the walk
+        meets whose hash matches, in walk order per query. None when some chain is longer than `max_steps`
+        (a damaged table): the caller walks those one by one."""
+        empty = np.empty(0, dtype=np.intp)
+        bloom = self.bloom_array
+        if not self.nbuckets or bloom is None or not len(bloom) or not len(hashes):
+            return empty, empty
+        h = hashes.astype(np.uint64)
+        bits = np.uint64(self.word_bits)
+        words = bloom.astype(np.uint64)[((h // bits) & np.uint64(len(bloom) - 1)).astype(np.intp)]
+        passes = ((words >> (h % bits)) & (words >> ((h >> np.uint64(self.shift)) % bits)) & np.uint64(1)) == 1
+        start = self.buckets_array.astype(np.int64)[(h % np.uint64(self.nbuckets)).astype(np.intp)]
+        queries = np.flatnonzero(passes & (start != 0) & (start >= self.symoffset))
+        position, wanted = start[queries], hashes[queries].astype(np.uint32)
+        chain, found_q, found_i = self.chain_array, [], []
+        for _ in range(max_steps):
+            inside = position - self.symoffset < len(chain)
+            queries, position, wanted = queries[inside], position[inside], wanted[inside]
+            if not len(queries):
+                break
+            value = chain[position - self.symoffset].astype(np.uint32)
+            match = ((value ^ wanted) >> 1) == 0
+            found_q.append(queries[match])
+            found_i.append(position[match])
+            more = (value & 1) == 0
+            queries, position, wanted = queries[more], position[more] + 1, wanted[more]
+        else:
+            if len(queries):
+                return None
+        if not found_q:
+            return empty, empty
+        q, i = np.concatenate(found_q), np.concatenate(found_i)
+        order = np.lexsort((i, q))
+        return q[order], i[order]
 
     def candidates(self, gnu: int, sysv: int) -> Iterator[int]:
         if not self.nbuckets:

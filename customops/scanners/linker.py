@@ -288,6 +288,14 @@ class _Object:
             self._definitions[symbol] = found
         return found
 
+    def prefetch(self, names: list[bytes], hashes: np.ndarray) -> None:
+        """`definitions` of many names in one pass over the hash table (the same walk, in bulk)."""
+        if not self.info.symbols.has_hash_table:
+            return
+        found = self.info.symbols.lookup_many(names, hashes)
+        if found is not None:
+            self._definitions.update(zip(names, found, strict=True))
+
     @cached_property
     def export_halves(self) -> tuple[np.ndarray, np.ndarray]:
         """Sorted hash halves of every symbol a lookup could find here, and those occurring more than once
@@ -736,9 +744,14 @@ class _Process:
             rest = np.flatnonzero(~bulk)
             indices = relocated[rest]
             names = symbols.names(indices)
-            self._hashes.update(zip(names, gnu_hashes(names).tolist(), strict=True))
+            hashes = gnu_hashes(names)
+            self._hashes.update(zip(names, hashes.tolist(), strict=True))
             classes = symbols.reloc_class[indices].tolist()
             maybe = [(o, found[rest].tolist()) for o, found in exporters]
+            for o, found in exporters:  # every definition the lookups below may ask for, in bulk per object
+                wanted = np.flatnonzero(found[rest])
+                if len(wanted) > 1:
+                    o.prefetch([names[k] for k in wanted.tolist()], hashes[wanted])
             scope_key = self._scope_key(obj)
             for k, (i, name, cls) in enumerate(zip(indices.tolist(), names, classes, strict=True)):
                 kind = "lazy" if cls == RELOC_LAZY else "copy" if cls == RELOC_COPY else "now"

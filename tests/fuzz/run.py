@@ -29,7 +29,7 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.manifest import load_manifest
     from customops.repository import read_model
     from customops.scan import scan_record
-    from customops.scanners.elf import FileIdentity, parse_elf
+    from customops.scanners.elf import FileIdentity, gnu_hashes, parse_elf
     from customops.scanners.ldcache import parse_ld_cache
     from customops.scanners.onnxmodel import model_ops
     from customops.scanners.tfmodel import model_ops as tf_model_ops
@@ -41,8 +41,10 @@ def fuzz_elf(data: bytes) -> None:
     try:
         info = parse_elf("fuzzed.so", data, FileIdentity(0, 0, len(data), 0))
         scan_record(info, with_symbols=True)
-        for i in range(1, min(info.symbols.count, 32)):
-            list(info.symbols.lookup(info.symbols.name(i)))
+        names = [info.symbols.name(i) for i in range(1, min(info.symbols.count, 32))]
+        for name in names:
+            list(info.symbols.lookup(name))
+        info.symbols.lookup_many(names, gnu_hashes(names))
         info.symbols.hash_halves  # noqa: B018
     except ElfError:
         pass
