@@ -124,9 +124,9 @@ def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Findin
     for model in models:
         if not model.loadable or not model.backend:
             continue
-        library, _searched, problem = backend.library_for(model, ctx)
-        if problem is not None:
-            findings.append(problem)
+        library, _searched, missing = backend.library_for(model, ctx)
+        if missing is not None:
+            findings.append(missing)
             continue
         assert library is not None
         first = library not in loaded_libraries

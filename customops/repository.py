@@ -78,11 +78,12 @@ def read_repository(path: str, config_name: str | None = None, only: set[str] | 
 
 def read_model(model_dir: str, name: str, config_name: str | None = None) -> Model:
     problems: list[Problem] = []
-    config_path = os.path.join(model_dir, "config.pbtxt")
+    candidate = os.path.join(model_dir, "config.pbtxt")
     if config_name and os.path.isfile(os.path.join(model_dir, "configs", f"{config_name}.pbtxt")):
-        config_path = os.path.join(model_dir, "configs", f"{config_name}.pbtxt")
+        candidate = os.path.join(model_dir, "configs", f"{config_name}.pbtxt")
     config = None
-    if os.path.exists(config_path):
+    config_path = candidate if os.path.exists(candidate) else None
+    if config_path is not None:
         try:
             with open(config_path, "rb") as f:
                 raw = f.read()
@@ -97,8 +98,6 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
             if error is not None:
                 problems.append(Problem("CO101", f"{config_path}:{error.line}:{error.column}: {error.reason}",
                                         f"failed to read text proto from {config_path}", error.line, error.column))
-    else:
-        config_path = None
     backend = config.backend if config is not None else ""
     platform = config.platform if config is not None else ""
     runtime = config.runtime if config is not None else ""
@@ -122,10 +121,11 @@ def _versions(model_dir: str, name: str, config: Any, problems: list[Problem]) -
     kind = policy.WhichOneof("policy_choice") if policy is not None else None
     if kind == "all":
         chosen = available
-    elif kind == "specific":
+    elif kind == "specific" and policy is not None:
         chosen = [v for v in available if v in set(policy.specific.versions)]
     else:
-        count = policy.latest.num_versions if kind == "latest" and policy.latest.num_versions else 1
+        count = policy.latest.num_versions if kind == "latest" and policy is not None and policy.latest.num_versions \
+            else 1
         chosen = available[:count]
     if not chosen:
         message = f"at least one version must be available under the version policy of model '{name}'"

@@ -75,9 +75,9 @@ def parse(argv: list[str]) -> ServerArgs:
     return ServerArgs(
         argv=tuple(argv),
         repositories=tuple(options.get("model-repository", []) + options.get("model-store", [])),
-        backend_directory=(options.get("backend-directory") or [None])[-1],
+        backend_directory=_last(options.get("backend-directory")),
         backend_settings=tuple(settings),
-        model_config_name=(options.get("model-config-name") or [None])[-1],
+        model_config_name=_last(options.get("model-config-name")),
         control_mode=(options.get("model-control-mode") or ["none"])[-1].lower(),
         load_models=tuple(options.get("load-model", [])),
         exit_on_error=exit_on_error,
@@ -100,3 +100,8 @@ def with_plugins(args: ServerArgs, plugins: tuple[str, ...]) -> list[str]:
     prefix = "--backend-config=" if token.startswith("--backend-config=") else ""
     argv[existing.index] = prefix + "tensorrt,plugins=" + ";".join(merged)
     return argv
+
+
+def _last(values: list[str] | None) -> str | None:
+    """A flag given several times: tritonserver keeps the last value."""
+    return values[-1] if values else None

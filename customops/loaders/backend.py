@@ -73,7 +73,7 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
             "CO105", f"model '{model.name}' lists model_operations, which the {model.backend} backend ignores",
             model=model.name, file=model.config_path,
             evidence=tuple(f"op_library_filename: {p}" for p in model.op_libraries)))
-    steps = ()
+    steps: tuple[LoadStep, ...] = ()
     if first:
         steps = (LoadStep(library, ctx.source(library), "backend", "backend library", model=model.name,
                           entry_points=(REQUIRED_ENTRY_POINT,)),)

@@ -122,5 +122,6 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
             console.print("  ... (use --format json for all)")
             break
         losers = ", ".join(d.object for d in binding.losers)
+        assert binding.winner is not None  # an interposition has a winner
         console.print(f"  interposed: {escape(demangle(binding.symbol))} -> {escape(binding.winner.object)} "
                       f"(over {escape(losers)}; referenced by {escape(binding.referrer)})")

@@ -105,9 +105,9 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
         first = outcome.unresolved[0]
         framework = _framework_of(first, outcome, ctx)
         if framework:
-            missing = len(outcome.unresolved)
             return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
-                                    f"{missing} of its symbols are missing there, first {_shown(first)}",
+                                    f"{len(outcome.unresolved)} of its symbols are missing there, "
+                                    f"first {_shown(first)}",
                            symbol=first.symbol.decode("utf-8", "replace"), version=first.version, predicted=message,
                            evidence=_symbols(outcome.unresolved), **_about(step))
         return Finding("CO304", f"{_what(step)}: {len(outcome.unresolved)} undefined symbol(s), first "

@@ -1000,13 +1000,13 @@ class _Parser:
                 continue
             info = self._rel_info(start, size, self._rel_entsize(is_rela), word)
             syms = info >> shift
-            valid = np.flatnonzero((syms > 0) & (syms < count))
-            classes[syms[valid]] = RELOC_NOW
+            used = np.flatnonzero((syms > 0) & (syms < count))
+            classes[syms[used]] = RELOC_NOW
             copy_type = COPY_BY_MACHINE.get(self.machine)
             if copy_type is not None:
-                copies = valid[(info[valid] & mask) == copy_type]
+                copies = used[(info[used] & mask) == copy_type]
                 classes[syms[copies]] = RELOC_COPY
-            np.minimum.at(first, syms[valid].astype(np.intp), (valid + position).astype(np.uint32))
+            np.minimum.at(first, syms[used].astype(np.intp), (used + position).astype(np.uint32))
             position += len(info)
         if plt_range:
             plt_is_rela = single.get(DT_PLTREL, DT_RELA) == DT_RELA
