@@ -11,6 +11,7 @@ untrusted library.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import resource
@@ -223,10 +224,10 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     argv = [python, "-I", "-c", LOADER, framework, runtime or "", *paths]
     status, output, files, timed_out = run_isolated(argv, timeout, memory_mb)
     lines = output.splitlines()
-    version = next((line[len("VERSION "):] for line in lines if line.startswith("VERSION ")), "")
-    builtin = tuple(next((line.split()[1:] for line in lines if line.startswith("BUILTIN ")), []))
-    if unavailable := next((line for line in lines if line.startswith("UNAVAILABLE ")), None):
-        message = f"{python} cannot load {framework}: {unavailable[len('UNAVAILABLE '):]}"
+    version = _tagged(lines, "VERSION") or ""
+    builtin = tuple((_tagged(lines, "BUILTIN") or "").split())
+    if (unavailable := _tagged(lines, "UNAVAILABLE")) is not None:
+        message = f"{python} cannot load {framework}: {unavailable}"
         return tuple(ProbeResult(p, "unavailable", message, None, output, files) for p in paths)
     results: list[ProbeResult] = []
     registered: list[str] = []
@@ -262,12 +263,28 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     return tuple(results)
 
 
+def _tagged(lines: list[str], tag: str) -> str | None:
+    """The rest of the first line the loader printed with `tag`, if any."""
+    return next((line[len(tag) + 1:] for line in lines if line.startswith(tag + " ")), None)
+
+
+@functools.cache
+def package_file(python: str, package: str) -> str | None:
+    """The __init__.py of `python`'s `package`, found without importing it (once per run): reinstalling
+    the package replaces the file, which changes its identity."""
+    try:
+        origin = subprocess.run([python, "-I", "-c", "import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); "
+                                 "print(s.origin if s and s.origin else '')", package],
+                                capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return origin or None
+
+
 def onnxruntime_library(python: str) -> str | None:
     """The C-API library inside `python`'s onnxruntime package, found without importing the package."""
-    where = subprocess.run([python, "-I", "-c", "import importlib.util as u; s = u.find_spec('onnxruntime'); "
-                            "print(s.submodule_search_locations[0] if s else '')"],
-                           capture_output=True, text=True, timeout=60).stdout.strip()
-    found = sorted(glob.glob(os.path.join(where, "capi", "libonnxruntime.so*"))) if where else []
+    init = package_file(python, "onnxruntime")
+    found = sorted(glob.glob(os.path.join(os.path.dirname(init), "capi", "libonnxruntime.so*"))) if init else []
     return found[0] if found else None
 
 
@@ -299,9 +316,9 @@ def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeou
     argv = [python or sys.executable, "-I", "-c", TENSORFLOW_OPS, *(os.path.abspath(lib) for lib in libraries)]
     status, output, _files, timed_out = run_isolated(argv, timeout, memory_mb)
     lines = output.splitlines()
-    if unavailable := next((line for line in lines if line.startswith("UNAVAILABLE ")), None):
-        return f"{python or sys.executable} cannot load tensorflow: {unavailable[len('UNAVAILABLE '):]}"
+    if (unavailable := _tagged(lines, "UNAVAILABLE")) is not None:
+        return f"{python or sys.executable} cannot load tensorflow: {unavailable}"
     ops = frozenset(line[len("OP "):] for line in lines if line.startswith("OP "))
     if timed_out or status != 0 or not ops:
         return f"listing TensorFlow's ops failed ({'timeout' if timed_out else f'status {status}'})"
-    return ops, next((line[len("VERSION "):] for line in lines if line.startswith("VERSION ")), "")
+    return ops, _tagged(lines, "VERSION") or ""

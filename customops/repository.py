@@ -58,6 +58,12 @@ class Model:
     def loadable(self) -> bool:
         return not any(p.code in ("CO101", "CO102", "CO103") for p in self.problems)
 
+    def model_file(self, default: str) -> str:
+        """The file or directory the backend loads: default_model_filename, else the backend's `default`,
+        in the first version directory (the model must have one)."""
+        named = self.config.default_model_filename if self.config is not None else ""
+        return os.path.join(self.path, str(self.versions[0]), named or default)
+
 
 def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None) -> list[Model]:
     if not os.path.isdir(path):

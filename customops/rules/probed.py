@@ -13,13 +13,12 @@ A static finding that a probe confirms is kept, with the probe's observation add
 
 from __future__ import annotations
 
-import mmap
-import os
 from dataclasses import replace
 
 from customops.codes import Severity
 from customops.findings import Finding
 from customops.plan import Context
+from customops.rules.registrations import mentioned, torchscript_ops
 from customops.scanners.onnxmodel import model_ops
 from customops.scanners.probes import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
 from customops.scanners.tfmodel import model_ops as tf_model_ops
@@ -119,17 +118,14 @@ def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
 
 
 def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: ignore[no-untyped-def]
-    from customops.rules.registrations import torchscript_ops
-
     found = []
     by_model = {g.model: g for g in groups if g.framework == "onnxruntime" and not g.unavailable}
     torch = next((g for g in groups if g.framework == "torch" and not g.unavailable), None)
     for model in models:
         if not model.versions:
             continue
-        filename = model.config.default_model_filename if model.config is not None else ""
         if model.backend == "onnxruntime" and (group := by_model.get(model.name)):
-            path = os.path.join(model.path, str(model.versions[0]), filename or "model.onnx")
+            path = model.model_file("model.onnx")
             try:
                 used, local = model_ops(path)
             except (OSError, ValueError, BufferError):
@@ -146,7 +142,7 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: 
                               f"probe ({_label(group)}): its op libraries register "
                               f"{len(registered)} op(s), not these")))
         elif model.backend == "pytorch" and torch is not None:
-            archive = os.path.join(model.path, str(model.versions[0]), filename or "model.pt")
+            archive = model.model_file("model.pt")
             schemas = {name for r in torch.alone for name in r.registered}
             namespaces = {name.split("::")[0] for name in schemas} - {
                 ns for r in torch.alone for ns in r.builtin_namespaces}
@@ -171,10 +167,7 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Findi
     for model in models:
         if model.backend != "tensorflow" or not model.versions:
             continue
-        version_dir = os.path.join(model.path, str(model.versions[0]))
-        named = model.config.default_model_filename if model.config is not None else ""
-        default = "model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel"
-        path = os.path.join(version_dir, named or default)
+        path = model.model_file("model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel")
         try:
             missing = sorted(tf_model_ops(path) - registry.ops)
         except (OSError, ValueError, BufferError):
@@ -192,13 +185,7 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Findi
 
 def _built_in(runtime: str | None, domain: str) -> bool:
     """Whether the ONNX Runtime library that probed names the domain (com.microsoft, ai.onnx.ml, ...)."""
-    if not runtime:
-        return False
-    try:
-        with open(runtime, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b"\0" + domain.encode() + b"\0") != -1
-    except (OSError, ValueError):
-        return False
+    return runtime is not None and mentioned([runtime], b"\0" + domain.encode() + b"\0")
 
 
 def _merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:

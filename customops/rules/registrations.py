@@ -77,11 +77,10 @@ def _unregistered_torch_ops(models, registrations: dict, ctx: Context) -> list[F
     for model in models:
         if model.backend != "pytorch" or not model.versions:
             continue
-        filename = (model.config.default_model_filename if model.config is not None else "") or "model.pt"
-        archive = os.path.join(model.path, str(model.versions[0]), filename)
+        archive = model.model_file("model.pt")
         calls = torchscript_ops(archive)
         for namespace in sorted({ns for ns, _ in calls} - registered):
-            if not framework_files or _mentioned(framework_files, f"{namespace}::".encode()):
+            if not framework_files or mentioned(framework_files, f"{namespace}::".encode()):
                 continue
             first = min(f"{ns}::{op}" for ns, op in calls if ns == namespace)
             findings.append(Finding(
@@ -110,8 +109,7 @@ def _unregistered_onnx_domains(models, ctx: Context) -> list[Finding]:  # type: 
     for model in models:
         if model.backend != "onnxruntime" or not model.versions or model.op_libraries or not framework_files:
             continue
-        filename = (model.config.default_model_filename if model.config is not None else "") or "model.onnx"
-        path = os.path.join(model.path, str(model.versions[0]), filename)
+        path = model.model_file("model.onnx")
         if not os.path.isfile(path):
             continue
         try:
@@ -120,7 +118,7 @@ def _unregistered_onnx_domains(models, ctx: Context) -> list[Finding]:  # type: 
             continue  # an unreadable model is ONNX Runtime's to report
         custom = sorted((d, op) for d, op in used - local if d not in ("", "ai.onnx"))
         for domain in sorted({d for d, _ in custom}):
-            if _mentioned(framework_files, b"\0" + domain.encode() + b"\0"):
+            if mentioned(framework_files, b"\0" + domain.encode() + b"\0"):
                 continue  # built into ONNX Runtime (com.microsoft, ai.onnx.ml, ...)
             ops = [op for d, op in custom if d == domain]
             findings.append(Finding(
@@ -134,7 +132,8 @@ def _unregistered_onnx_domains(models, ctx: Context) -> list[Finding]:  # type: 
     return findings
 
 
-def _mentioned(paths: list[str], needle: bytes) -> bool:
+def mentioned(paths: list[str], needle: bytes) -> bool:
+    """Whether any of the files contains `needle` (a name a framework library builds in)."""
     for path in paths:
         try:
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:

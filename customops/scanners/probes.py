@@ -10,13 +10,12 @@ are cached by the files' identities and the interpreter's.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from customops import cachedir
 from customops.plan import LoadPlan, LoadStep
-from customops.probe import ProbeResult, onnxruntime_library, probe_group, tensorflow_ops
+from customops.probe import ProbeResult, onnxruntime_library, package_file, probe_group, tensorflow_ops
 
 FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
@@ -86,37 +85,26 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     return probed
 
 
-def package_file(python: str, package: str) -> str | None:
-    """The __init__.py of `python`'s `package`, found without importing it: reinstalling the package
-    replaces the file, which changes its identity."""
-    try:
-        origin = subprocess.run([python, "-I", "-c", "import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); "
-                                 "print(s.origin if s and s.origin else '')", package],
-                                capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+def _cache_path(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> Path | None:
+    """Where a probe's result is kept: keyed by the interpreter, the framework file and the libraries, each
+    with its identity (None: no cache dir, or a file vanished)."""
+    if settings.cache_dir is None or identity is None:
         return None
-    return origin or None
+    try:
+        identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
+    except OSError:
+        return None
+    return cachedir.result_path(settings.cache_dir, "probes", kind, settings.python, identity, *sources, *identities)
 
 
 def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
             sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
-    if framework == "onnxruntime" and runtime is None:
-        message = f"{settings.python} has no onnxruntime package with a libonnxruntime.so"
-        return tuple(ProbeResult(os.path.abspath(s), "unavailable", message, None, "", ()) for s in sources)
-    path = None
-    if settings.cache_dir is not None and identity is not None:
-        try:
-            identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
-        except OSError:
-            identities = []
-        if identities:
-            path = cachedir.result_path(settings.cache_dir, "probes", framework, settings.python, identity,
-                                        *sources, *identities)
-            hit = cachedir.load_result(path)
-            if isinstance(hit, list):
-                return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
-                                            "registered": tuple(r["registered"]),
-                                            "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
+    path = _cache_path(settings, framework, identity, sources)
+    hit = cachedir.load_result(path) if path is not None else None
+    if isinstance(hit, list):
+        return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
+                                    "registered": tuple(r["registered"]),
+                                    "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
     results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
     if path is not None and all(r.status != "timeout" for r in results):
         cachedir.store_result(path, [{**asdict(r), "output": r.output[-4000:]} for r in results])
@@ -138,17 +126,10 @@ def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRe
     identity = package_file(settings.python, "tensorflow")
     if identity is None:
         return f"{settings.python} has no tensorflow package"
-    path = None
-    if settings.cache_dir is not None:
-        try:
-            identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
-            path = cachedir.result_path(settings.cache_dir, "probes", "tensorflow-ops", settings.python, identity,
-                                        *sources, *identities)
-        except OSError:
-            path = None
-        hit = cachedir.load_result(path) if path is not None else None
-        if isinstance(hit, dict):
-            return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
+    path = _cache_path(settings, "tensorflow-ops", identity, sources)
+    hit = cachedir.load_result(path) if path is not None else None
+    if isinstance(hit, dict):
+        return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
     found = tensorflow_ops(sources, settings.python, settings.timeout)
     if isinstance(found, str):
         return found
