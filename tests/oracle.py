@@ -14,11 +14,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
 from customops.scanners.elfcache import ElfReader
-from customops.scanners.linker import Linker, Prediction, Scenario
+from customops.scanners.linker import Linker, Prediction, Scenario, _Process
 
 BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
 TRYING = re.compile(r"^\s+trying file=(.+)$")
@@ -181,7 +182,26 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
         assert (call.status == "ok") == value.lstrip("-").isdigit()
     compared = compare_bindings(prediction, oracle)
     assert compared > 0 or not any(os.path.isfile(referrer) for referrer, _ in oracle.bindings)
+    assert_same_as_per_symbol(linker, scenario, prediction)
     return prediction, oracle
+
+
+def assert_same_as_per_symbol(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:
+    """The batch decisions (`_bind_in_bulk`) equal the one-symbol-at-a-time lookup for every relocation,
+    losers included: ld.so's LD_DEBUG output names only the winners, so this is their oracle."""
+    with mock.patch.object(_Process, "_bind_in_bulk", lambda self, obj, indices, names, exporters:
+                           [None] * len(indices)):
+        slow = linker.run(scenario)
+    assert list(prediction.raw_bindings) == list(slow.raw_bindings)
+    for key, raw in prediction.raw_bindings.items():
+        assert _bound(raw) == _bound(slow.raw_bindings[key]), key
+
+
+def _bound(raw) -> tuple:  # type: ignore[no-untyped-def]
+    def where(definition):  # type: ignore[no-untyped-def]
+        return definition and (definition[0].name, definition[1])
+    return (raw.referrer.name, raw.name, raw.version, raw.relocation, raw.weak_reference, where(raw.winner),
+            tuple(where(loser) for loser in raw.losers), raw.reason, raw.error)
 
 
 def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]

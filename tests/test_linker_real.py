@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from oracle import compare_bindings, run_with_ld_debug
+from oracle import assert_same_as_per_symbol, compare_bindings, run_with_ld_debug
 
 from customops.scanners.linker import Dlopen, Scenario
 
@@ -46,6 +46,7 @@ def test_import_torch_loads_with_no_undefined_symbols_and_the_same_bindings(link
     real = run_with_ld_debug([PYTHON, "-c", "import torch"], ENV)
     assert real.returncode == 0, real.stderr
     assert compare_bindings(prediction, real, only=lambda referrer: referrer.startswith(torch)) > 1000
+    assert_same_as_per_symbol(linker, import_torch_scenario(), prediction)
 
 
 def test_tf_load_op_library_of_a_published_op_library_loads_and_binds_as_predicted(linker):
@@ -67,6 +68,7 @@ def test_tf_load_op_library_of_a_published_op_library_loads_and_binds_as_predict
     to_framework = sum(1 for b in prediction.bindings()
                        if b.referrer == str(op) and b.winner and b.winner.object.endswith(framework))
     assert to_framework > 5000  # the framework's copies of its compiled-in protobuf classes win
+    assert_same_as_per_symbol(linker, scenario, prediction)
 
 
 def test_an_op_library_outside_its_framework_fails_exactly_as_predicted(linker):

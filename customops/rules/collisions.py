@@ -24,39 +24,40 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]
     preloaded = {s.path for s in plan.preloads}
     target = ctx.container.target  # type: ignore[attr-defined]
     system = tuple(d.rstrip("/") + "/" for d in target.system_dirs) if target else ()
-    pairs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    pairs: dict[tuple[str, str, str], list[bytes]] = defaultdict(list)
     findings: list[Finding] = []
-    sizes_reported: set[tuple[str, str, str]] = set()
+    sizes_reported: set[tuple[bytes, str, str]] = set()
     for binding in prediction.interpositions(involving=set(custom) | preloaded):
         winner = binding.winner
         assert winner is not None
+        symbol = binding.symbol
         for loser in binding.losers:
             if loser.object == winner.object:
                 continue
             strong = winner.binding == "GLOBAL" and loser.binding == "GLOBAL"
-            name = demangle(binding.symbol)
             if winner.type == "OBJECT" == loser.type and winner.size != loser.size and (
                     winner.object in custom or loser.object in custom) and \
-                    (name, winner.object, loser.object) not in sizes_reported:
-                sizes_reported.add((name, winner.object, loser.object))
+                    (symbol, winner.object, loser.object) not in sizes_reported:
+                sizes_reported.add((symbol, winner.object, loser.object))
+                name = demangle(symbol)
                 findings.append(Finding(
                     "CO403", f"{name}: {winner.object} defines it with size {winner.size}, {loser.object} with "
                              f"size {loser.size}; the first wins for both", library=winner.object, symbol=name,
                     evidence=(f"winner: {winner.object} ({winner.binding} {winner.type} size {winner.size})",
                               f"loser: {loser.object} ({loser.binding} {loser.type} size {loser.size})")))
             if binding.reason.startswith("GNU_UNIQUE") and (winner.object in custom or loser.object in custom):
-                pairs[("CO405", winner.object, loser.object)].append(name)
+                pairs[("CO405", winner.object, loser.object)].append(symbol)
             elif strong and winner.object in custom and loser.object in custom:
-                pairs[("CO402", winner.object, loser.object)].append(name)
+                pairs[("CO402", winner.object, loser.object)].append(symbol)
             elif strong and winner.object in preloaded and not loser.object.startswith(system):
-                pairs[("CO401", winner.object, loser.object)].append(name)
+                pairs[("CO401", winner.object, loser.object)].append(symbol)
             elif strong and (winner.object in custom) != (loser.object in custom):
                 op_library = winner.object if winner.object in custom else loser.object
                 framework = loser.object if op_library == winner.object else winner.object
                 if not framework.startswith(system):
-                    pairs[("CO404", op_library, framework)].append(name)
-    for (code, first, second), names in sorted(pairs.items()):
-        findings.append(_pair(code, first, second, sorted(set(names)), custom))
+                    pairs[("CO404", op_library, framework)].append(symbol)
+    for (code, first, second), symbols in sorted(pairs.items()):
+        findings.append(_pair(code, first, second, sorted({demangle(s) for s in symbols}), custom))
     return findings + _same_soname(prediction, custom)
 
 
