@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing (atheris/libFuzzer) of every parser that reads input customops did not write.
 
     .venv/bin/pip install atheris
-    .venv/bin/python tests/fuzz/run.py elf -runs=1000000        # also: ldcache, config, manifest, onnx, savedmodel
+    .venv/bin/python tests/fuzz/run.py elf -runs=1000000   # also: linker, ldcache, config, manifest, onnx, savedmodel
 
 Each target accepts only customops' own error for bad input (ElfError / InputError, or a CO101 problem
 for configs); anything else is a crash. libFuzzer's -timeout=1 makes an input that takes longer than a
@@ -14,6 +14,7 @@ test in tests/test_fuzz_regressions.py. Results are recorded in tests/FUZZING.md
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import sys
 import tempfile
@@ -23,6 +24,7 @@ import atheris
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["customops"]):
     from customops.errors import ElfError, InputError
@@ -30,9 +32,14 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.repository import read_model
     from customops.scan import scan_record
     from customops.scanners.elf import FileIdentity, gnu_hashes, parse_elf
+    from customops.scanners.elfcache import ElfReader
     from customops.scanners.ldcache import parse_ld_cache
+    from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
     from customops.scanners.onnxmodel import model_ops
+    from customops.scanners.target import live_target
     from customops.scanners.tfmodel import model_ops as tf_model_ops
+
+from oracle import assert_same_as_per_symbol  # noqa: E402
 
 WORK = Path(tempfile.mkdtemp(prefix="customops-fuzz-"))
 
@@ -48,6 +55,40 @@ def fuzz_elf(data: bytes) -> None:
         info.symbols.hash_halves  # noqa: B018
     except ElfError:
         pass
+
+
+LINKER_DIRS = ("a", "b", "bfs", "c", "d", "e", "f")  # fixture directories of the linker scenarios
+
+
+@functools.cache
+def linker_setup() -> tuple[Path, ElfReader]:
+    """The fixture tree (read, never written) and a reader that has already parsed the loader and libc."""
+    from fixtures.build import build
+
+    tree = build()
+    reader = ElfReader(use_cache=False)
+    Linker(live_target(), reader).run(Scenario(str(tree / "bin" / "loader")))
+    return tree, reader
+
+
+def fuzz_linker(data: bytes) -> None:
+    """The linker model dlopens a mutated library whose dependencies are the fixture libraries: the batch
+    binding path must decide exactly what the per-symbol lookup decides (tests/oracle.py)."""
+    tree, base = linker_setup()
+    path = WORK / "fuzzed" / "libfuzzed.so"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(data)
+    reader = ElfReader(use_cache=False)
+    reader._memo.update(base._memo)  # the loader and libc stay parsed; each input is parsed afresh
+    linker = Linker(live_target(), reader)
+    scenario = Scenario(str(tree / "bin" / "loader"),
+                        Environment(library_path=":".join(str(tree / d) for d in LINKER_DIRS)),
+                        (Dlopen(str(path)),))
+    try:
+        prediction = linker.run(scenario)
+    except ElfError:
+        return
+    assert_same_as_per_symbol(linker, scenario, prediction)
 
 
 def fuzz_ldcache(data: bytes) -> None:
@@ -87,8 +128,8 @@ def fuzz_savedmodel(data: bytes) -> None:
         tf_model_ops(str(saved_model))
 
 
-TARGETS = {"elf": fuzz_elf, "ldcache": fuzz_ldcache, "config": fuzz_config, "manifest": fuzz_manifest,
-           "onnx": fuzz_onnx, "savedmodel": fuzz_savedmodel}
+TARGETS = {"elf": fuzz_elf, "linker": fuzz_linker, "ldcache": fuzz_ldcache, "config": fuzz_config,
+           "manifest": fuzz_manifest, "onnx": fuzz_onnx, "savedmodel": fuzz_savedmodel}
 
 
 def seeds(target: str) -> list[Path]:
@@ -99,6 +140,11 @@ def seeds(target: str) -> list[Path]:
         small = [p for p in tree.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 200_000
                  and p.read_bytes()[:4] == b"\x7fELF"]
         return [*small, Path("/lib/x86_64-linux-gnu/libz.so.1")]
+    if target == "linker":
+        from fixtures.build import build
+
+        tree = build()
+        return sorted(p for d in LINKER_DIRS for p in (tree / d).glob("*.so") if not p.is_symlink())
     if target == "ldcache":
         return [Path("/etc/ld.so.cache")]
     if target == "config":
