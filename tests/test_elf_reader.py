@@ -7,9 +7,12 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import needs_toolchain
 from elf_tools import readelf_facts
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from customops.errors import ElfError
 from customops.scan import scan_record
@@ -280,3 +283,11 @@ def test_the_bulk_hash_walk_finds_exactly_what_the_walk_one_name_at_a_time_finds
         assert found == [symbols.lookup(n) for n in names], path
         checked += 1
     assert checked > 20
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.integers(1, 64))
+def test_nul_offsets_found_a_chunk_at_a_time_equal_a_whole_table_scan(data, chunk):
+    from customops.scanners.elf import _nul_positions
+
+    assert _nul_positions(data, chunk).tolist() == np.flatnonzero(np.frombuffer(data, np.uint8) == 0).tolist()
