@@ -46,7 +46,6 @@ from customops.scanners.elf import (
     STT_NOTYPE,
     STT_OBJECT,
     STT_TLS,
-    STV_DEFAULT,
     STV_HIDDEN,
     STV_INTERNAL,
     STV_PROTECTED,
@@ -807,8 +806,8 @@ class _Process:
             ks = ks[single]
             d = np.fromiter((t[0] for t, one in zip(definitions, single.tolist(), strict=True) if one),
                             dtype=np.intp, count=len(ks))
-            ok = self._acceptable(o, d, plt[ks], versioned[ks], ref_hash[ks], ref_id[ks], ref_hidden[ks])
             oe = o.info.symbols.entries[d]
+            ok = self._acceptable(o, oe, d, plt[ks], versioned[ks], ref_hash[ks], ref_id[ks], ref_hidden[ks])
             state = (((oe["st_info"] >> 4) == STB_GNU_UNIQUE) | (o is self.main and o is not obj)) & ok
             if o.info.symbols.versym is None:
                 state |= versioned[ks]
@@ -835,15 +834,11 @@ class _Process:
                                     tuple(losers.get(k, ())), "", "")
         return decided
 
-    def _acceptable(self, o: _Object, d: np.ndarray, plt: np.ndarray, versioned: np.ndarray,
+    def _acceptable(self, o: _Object, oe: np.ndarray, d: np.ndarray, plt: np.ndarray, versioned: np.ndarray,
                     ref_hash: np.ndarray, ref_id: np.ndarray, ref_hidden: np.ndarray) -> np.ndarray:
-        """check_match() for definitions `d` of `o`, each against its own reference (see `_check_match`);
-        a versioned reference to an object without versym is left to the caller."""
-        oe = o.info.symbols.entries[d]
-        stt, bind, shndx = oe["st_info"] & 0xF, oe["st_info"] >> 4, oe["st_shndx"]
-        ok = (((oe["st_value"] != 0) | (shndx == SHN_ABS) | (stt == STT_TLS)) & ~(plt & (shndx == SHN_UNDEF))
-              & np.isin(stt, list(ALLOWED_TYPES)) & np.isin(bind, (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
-              & ~np.isin(oe["st_other"] & 3, (STV_HIDDEN, STV_INTERNAL)))
+        """check_match() for definitions `d` of `o` (their entries `oe`), each against its own reference (see
+        `_check_match`); a versioned reference to an object without versym is left to the caller."""
+        ok = _matchable(oe) & ~(plt & (oe["st_shndx"] == SHN_UNDEF))
         if o.info.symbols.versym is None:
             return ok
         raw = o.info.symbols.versym[d]
@@ -890,10 +885,7 @@ class _Process:
             else:
                 others |= found
         e = obj.info.symbols.entries
-        stt, bind, vis = e["st_info"] & 0xF, e["st_info"] >> 4, e["st_other"] & 3
-        acceptable = (((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | (stt == STT_TLS))
-                      & np.isin(stt, list(ALLOWED_TYPES)) & np.isin(bind, (STB_GLOBAL, STB_WEAK))
-                      & np.isin(vis, (STV_DEFAULT, STV_PROTECTED)) & (e["st_shndx"] != SHN_UNDEF)
+        acceptable = (_matchable(e) & ((e["st_info"] >> 4) != STB_GNU_UNIQUE) & (e["st_shndx"] != SHN_UNDEF)
                       & (obj.info.symbols.reloc_class != RELOC_COPY))
         return own & ~others & acceptable[relocated] & ~repeated
 
@@ -1072,6 +1064,15 @@ class _Process:
             if (raw & VERSYM_INDEX) >= (2 if newest else 3):
                 return "versioned" if not raw & VERSYM_HIDDEN else "reject"
         return "match"
+
+
+def _matchable(e: np.ndarray) -> np.ndarray:
+    """check_match()'s tests that depend on the definition alone, for symbol entries `e`: a value (or
+    SHN_ABS, or TLS), an allowed type, a global, weak or unique binding, and a visible symbol."""
+    stt = e["st_info"] & 0xF
+    return (((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | (stt == STT_TLS)) & np.isin(stt, list(ALLOWED_TYPES))
+            & np.isin(e["st_info"] >> 4, (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
+            & ~np.isin(e["st_other"] & 3, (STV_HIDDEN, STV_INTERNAL)))
 
 
 def _definition(obj: _Object, i: int, name: bytes | None = None) -> Definition:
