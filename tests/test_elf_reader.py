@@ -291,3 +291,11 @@ def test_nul_offsets_found_a_chunk_at_a_time_equal_a_whole_table_scan(data, chun
     from customops.scanners.elf import _nul_positions
 
     assert _nul_positions(data, chunk).tolist() == np.flatnonzero(np.frombuffer(data, np.uint8) == 0).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=2000), max_size=30))
+def test_gnu_hashes_in_closed_form_equal_dl_new_hash_one_name_at_a_time(names):
+    from customops.scanners.elf import gnu_hash, gnu_hashes
+
+    assert gnu_hashes(names).tolist() == [gnu_hash(name) for name in names]

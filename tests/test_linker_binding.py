@@ -57,7 +57,7 @@ def test_a_copy_relocation_binds_every_reference_to_the_executables_copy(linker,
 @given(st.lists(st.lists(st.integers(0, 60), max_size=40), max_size=5), st.lists(st.integers(0, 60), max_size=400))
 def test_the_bulk_membership_test_of_hash_halves_agrees_with_a_plain_one(sets, queries):
     """Which scope objects may export each relocated name: the fast path (small sets searched for in the
-    sorted queries) answers exactly as np.isin."""
+    sorted queries, or the sorted queries in a larger set) answers exactly as np.isin."""
     from customops.scanners.linker import _members
 
     sorted_sets = [np.unique(np.array(s, dtype=np.uint32)) for s in sets]
