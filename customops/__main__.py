@@ -1,3 +1,3 @@
-from customops.cli import main
+from customops.cli import run
 
-raise SystemExit(main())
+run()

@@ -7,9 +7,11 @@ Exit status: 0 all good, 1 something will fail (or findings at/above --fail-on),
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from importlib import import_module
+from typing import NoReturn
 
 from customops import __version__
 from customops.errors import CustomopsError
@@ -48,3 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"customops: internal error: {type(exc).__name__}: {exc} (set CUSTOMOPS_DEBUG=1 for details)",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def run() -> NoReturn:
+    """The `customops` process: `main` without the cyclic garbage collector, then an exit that skips the
+    interpreter's teardown. A check of framework libraries builds ~10^5 objects that all live until the
+    report; the collector re-walking them and the teardown freeing them one by one cost ~0.15 s and ~0.1 s
+    of a cold check, and nothing customops holds needs a finaliser: files are closed and cache entries
+    renamed into place before `main` returns."""
+    gc.disable()
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
+    os._exit(code)
