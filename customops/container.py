@@ -47,10 +47,6 @@ class Container:
     server: str | None = SERVER
     server_args: tuple[str, ...] = field(default=())
 
-    @property
-    def can_load(self) -> bool:
-        return self.target is not None
-
 
 def from_root(root: str, backend_dir: str = DEFAULT_BACKEND_DIR, reader: ElfReader | None = None) -> Container:
     target = live_target() if os.path.abspath(root) == "/" else target_for_root(root)

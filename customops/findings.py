@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from customops.codes import CODES, Severity
 
@@ -36,9 +36,6 @@ class Finding:
     def level(self) -> Severity:
         assert self.severity is not None
         return self.severity
-
-    def with_severity(self, severity: Severity) -> Finding:
-        return replace(self, severity=severity)
 
 
 def suppressed(finding: Finding, ignores) -> bool:  # type: ignore[no-untyped-def]

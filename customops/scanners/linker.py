@@ -906,15 +906,6 @@ class _Process:
             self._flat_scopes[key] = flat
         return flat
 
-    def _reference_version(self, obj: _Object, index: int):  # type: ignore[no-untyped-def]
-        versym = obj.info.symbols.versym
-        if versym is None:
-            return None
-        slot = obj.info.version_slots.get(int(versym[index]) & VERSYM_INDEX)
-        if slot is None or slot.hash == 0:
-            return None
-        return slot
-
     def _bind(self, obj: _Object, index: int, name: bytes, reloc: str, scope: list[_Object],
               scope_key: tuple[int, ...], candidates: list[_Object]) -> tuple[_Bound, str | None]:
         # The referrer's own entry, read alone: `fields` would convert a whole table (0.05 s for
@@ -923,7 +914,7 @@ class _Process:
         st_info, st_other, st_shndx = int(entry["st_info"]), int(entry["st_other"]), int(entry["st_shndx"])
         own_defined = st_shndx != SHN_UNDEF
         weak_ref = not own_defined and (st_info >> 4) == STB_WEAK
-        version = self._reference_version(obj, index)
+        version = _symbol_version(obj, index)
         version_name = version.name if version is not None else None
         # Protected definitions and -Bsymbolic objects bind their own references to themselves.
         protected = st_other & 3 == STV_PROTECTED
@@ -1081,16 +1072,12 @@ def _matchable(e: np.ndarray) -> np.ndarray:
 def _definition(obj: _Object, i: int, name: bytes | None = None) -> Definition:
     """The record of symbol `i` of `obj`; `name` when the caller knows it (a lookup's match has the name it
     looked up), which spares decoding it from the string table."""
-    st_info, st_other, _shndx, _value, st_size, versym = obj.info.symbols.fields
-    version = None
-    if versym is not None:
-        slot = obj.info.version_slots.get(versym[i] & VERSYM_INDEX)
-        if slot is not None and slot.hash:
-            version = slot.name
+    st_info, st_other, _shndx, _value, st_size, _versym = obj.info.symbols.fields
+    version = _symbol_version(obj, i)
     return Definition(
         obj.name,
         obj.info.symbols.name(i) if name is None else name,
-        version,
+        version.name if version is not None else None,
         BIND_NAMES.get(st_info[i] >> 4, str(st_info[i] >> 4)),
         TYPE_NAMES.get(st_info[i] & 0xF, str(st_info[i] & 0xF)),
         VISIBILITY_NAMES[st_other[i] & 3],
@@ -1098,15 +1085,22 @@ def _definition(obj: _Object, i: int, name: bytes | None = None) -> Definition:
     )
 
 
+def _symbol_version(obj: _Object, i: int):  # type: ignore[no-untyped-def]
+    """The l_versions entry symbol `i`'s versym names, or None where it has no version (no versym, an
+    index without an entry, or the base/local indices whose hash is 0)."""
+    versym = obj.info.symbols.versym
+    if versym is None:
+        return None
+    slot = obj.info.version_slots.get(int(versym[i]) & VERSYM_INDEX)
+    return slot if slot is not None and slot.hash else None
+
+
 def _self_binding(obj: _Object, i: int) -> _Bound:
     name = obj.info.symbols.name(i)
     cls = int(obj.info.symbols.reloc_class[i])
-    slot = None
-    versym = obj.info.symbols.fields[5]
-    if versym is not None:
-        slot = obj.info.version_slots.get(versym[i] & VERSYM_INDEX)
-    version = slot.name if slot is not None and slot.hash else None
-    return _Bound(obj, name, version, "lazy" if cls == RELOC_LAZY else "now", False, (obj, i), (), "", "")
+    version = _symbol_version(obj, i)
+    return _Bound(obj, name, version.name if version is not None else None, "lazy" if cls == RELOC_LAZY else "now",
+                  False, (obj, i), (), "", "")
 
 
 def _binding(raw: _Bound) -> Binding:
