@@ -258,8 +258,8 @@ def gnu_hashes(names: list[bytes]) -> np.ndarray:
     """dl_new_hash of many names at once, in closed form: h = 5381 * 33**n + sum(c[j] * 33**(n-1-j))
     modulo 2**32, so every byte's term is one array product and each name's sum one reduceat (no loop
     over character positions: mangled C++ names run to thousands of bytes)."""
-    if not names:
-        return np.empty(0, dtype=np.uint32)
+    if sum(map(len, names)) < 256:  # a few short names: the dozen array operations cost more than a loop
+        return np.fromiter(map(gnu_hash, names), dtype=np.uint32, count=len(names))
     lengths = np.fromiter(map(len, names), dtype=np.intp, count=len(names))
     powers = np.ones(int(lengths.max()) + 1, dtype=np.uint32)
     np.cumprod(np.full(len(powers) - 1, 33, dtype=np.uint32), dtype=np.uint32, out=powers[1:])

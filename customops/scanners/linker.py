@@ -61,6 +61,11 @@ from customops.scanners.target import LinkerTarget
 
 ALLOWED_TYPES = {STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_COMMON, STT_TLS, STT_GNU_IFUNC}
 NOT_FOUND = "cannot open shared object file: No such file or directory"
+# The same sets as tables indexed by st_info's type and binding and st_other's visibility (np.isin costs more
+# than a whole small library's lookups).
+_ALLOWED_TYPE = np.isin(np.arange(16), list(ALLOWED_TYPES))
+_LOOKUP_BIND = np.isin(np.arange(16), (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
+_HIDDEN = np.isin(np.arange(4), (STV_HIDDEN, STV_INTERNAL))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,6 +265,12 @@ class _Object:
         self.step = step
         self.names = {name} if name else set()
         self.file_id = (info.identity.dev, info.identity.ino)
+        self.loaded = True  # False once a failed dlopen unloads it
+        self.seq = 0  # position in load order
+        # The RPATH search walks the loader chain: the nearest loader above this object that has an RPATH,
+        # and the first object of the chain, spare walking thousands of loaders without one.
+        self.rpath_next = None if loader is None else loader if loader.effective_rpath else loader.rpath_next
+        self.top: _Object = self if loader is None else loader.top
         self.searchlist: list[_Object] = []  # set for the executable and dlopen roots
         self.scope: list[list[_Object]] = []
         self.relocated = False
@@ -312,6 +323,55 @@ class _Object:
         return values, values[counts > 1]
 
 
+class _Scope:
+    """A referrer's lookup scope flattened (search order, each object once), with an index of what its objects
+    may export: every object's export hash halves sorted together, each with the object's position. A batch of
+    relocations finds the objects that may define each name with two binary searches per name, instead of one
+    membership test per object of the scope, which made a chain of thousands of libraries quadratic."""
+
+    def __init__(self, scopes: list[list[_Object]]) -> None:
+        self.scopes = scopes  # keeps the lists alive: their ids are the key this scope is cached under
+        self.objects: list[_Object] = []
+        seen: set[int] = set()
+        for scope in scopes:
+            for o in scope:
+                if id(o) not in seen:
+                    seen.add(id(o))
+                    self.objects.append(o)
+        self.all_gnu = all(o.info.symbols.uses_gnu_hash for o in self.objects)
+
+    @cached_property
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        halves = [o.export_halves[0] for o in self.objects]
+        sizes = np.fromiter(map(len, halves), dtype=np.intp, count=len(halves))
+        values = np.concatenate(halves) if halves else np.empty(0, np.uint32)
+        positions = np.repeat(np.arange(len(halves)), sizes)
+        order = np.argsort(values, kind="stable")  # equal halves stay in scope order
+        return values[order], positions[order]
+
+    def exporters(self, queries: np.ndarray) -> list[tuple[_Object, np.ndarray]]:
+        """The objects that may export each queried hash half, in scope order, each with the mask of the
+        queries it may answer: `queries ∈ o.export_halves[0]` for every object of the scope that has one."""
+        values, positions = self._index
+        left = np.searchsorted(values, queries, "left")
+        counts = np.searchsorted(values, queries, "right") - left
+        total = int(counts.sum())
+        if not total:
+            return []
+        query = np.repeat(np.arange(len(queries)), counts)
+        at = np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(total)
+        where = positions[at]
+        order = np.argsort(where, kind="stable")
+        where, query = where[order], query[order]
+        starts = np.flatnonzero(np.diff(where, prepend=-1))
+        found = []
+        for p, hits in zip(where[starts].tolist(), np.split(query, starts[1:]), strict=True):
+            mask = np.zeros(len(queries), dtype=bool)
+            mask[hits] = True
+            found.append((self.objects[p], mask))
+        return found
+
+
 class _Failure(Exception):
     """A load error: `message` is what dlerror() returns, `reason` the part after the object name."""
 
@@ -339,6 +399,10 @@ class _Process:
         self.scenario = scenario
         self.env = scenario.environment
         self.objects: list[_Object] = []
+        # Indexes over `objects` (ld.so walks its list of loaded objects; thousands of objects make that
+        # walk quadratic here): every name and SONAME an object answers to, and every file identity.
+        self._named: dict[str, list[_Object]] = {}
+        self._files: dict[tuple[int, int], list[_Object]] = {}
         self.global_scope: list[_Object] = []
         self.unique: dict[bytes, tuple[_Object, int]] = {}
         self.bindings: dict[tuple[str, bytes], _Bound] = {}
@@ -347,10 +411,11 @@ class _Process:
         self.progname = scenario.executable
         self.exit_message: str | None = None
         self._lookup_memo: dict[tuple, tuple] = {}
-        self._flat_scopes: dict[tuple[int, ...], list[_Object]] = {}
+        self._flat_scopes: dict[tuple[int, ...], _Scope] = {}
         self._relocated_objects: list[_Object] = []
         self._version_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._version_ids: dict[str, int] = {}
+        self._missing_dirs: dict[str, bool] = {}
         self._hashes: dict[bytes, int] = {}  # GNU hashes of the names looked up one by one, computed in batches
         # per-step collectors
         self._searches: list[Search] = []
@@ -396,13 +461,13 @@ class _Process:
         main = _Object(exe_path, host, info, None, os.path.dirname(real), 0)
         self.main = main
         self.host_machine = (info.machine_code, info.elf_class)
-        self.objects.append(main)
+        self._append(main)
         if info.interpreter:
             interp_host = self.target.host_path(info.interpreter)
             if interp_host:
                 rtld = _Object(info.interpreter, interp_host, self.reader.read(interp_host), None,
                                os.path.dirname(info.interpreter), 0)
-                self.objects.append(rtld)
+                self._append(rtld)
                 self.rtld = rtld
         preloads: list[_Object] = []
         for name in _split_preload(self.env.preload):
@@ -466,7 +531,7 @@ class _Process:
             if errors:
                 raise _Failure(errors[0])
         except _Failure as failure:
-            del self.objects[before:]
+            self._unload(before)
             self._outcome("dlopen", step.path, step.label, "failed", failure.message, [], [], [], [])
             return
         for obj in new:
@@ -478,7 +543,7 @@ class _Process:
             self._outcome("dlopen", step.path, step.label, "crash", crash, new, unresolved, lazy_fail, [])
             return
         if unresolved:
-            del self.objects[before:]  # dlopen unloads what it mapped; the bindings made so far stay on record
+            self._unload(before)  # dlopen unloads what it mapped; the bindings made so far stay on record
             self._outcome("dlopen", step.path, step.label, "failed", _undefined(unresolved[0]), [], unresolved,
                           lazy_fail, [])
             return
@@ -503,8 +568,27 @@ class _Process:
         return CallOutcome(name, "not found", f"{root.name}: undefined symbol: {name}", None)
 
     # -- mapping objects ---------------------------------------------------------------------
+    def _append(self, obj: _Object) -> None:
+        obj.seq = len(self.objects)
+        self.objects.append(obj)
+        for name in (*obj.names, *((obj.info.soname,) if obj.info.soname else ())):
+            self._named.setdefault(name, []).append(obj)
+        self._files.setdefault(obj.file_id, []).append(obj)
+
+    def _add_name(self, obj: _Object, name: str) -> None:
+        if name not in obj.names:
+            obj.names.add(name)
+            self._named.setdefault(name, []).append(obj)
+
+    def _unload(self, before: int) -> None:
+        """Forget the objects a failed dlopen mapped (the last ones loaded)."""
+        for obj in self.objects[before:]:
+            obj.loaded = False
+        del self.objects[before:]
+
     def _object_named(self, name: str) -> _Object | None:
-        return next((o for o in self.objects if o.matches(name)), None)
+        """The first loaded object, in load order, whose name or SONAME is `name` (_dl_name_match_p)."""
+        return _first_loaded(self._named.get(name))
 
     def _map_object(self, name: str, loader: _Object, step: int, dlopen: bool = False) -> _Object:
         """_dl_map_object: reuse a loaded object by name or SONAME, else search and open."""
@@ -534,13 +618,13 @@ class _Process:
             info = self.reader.read(host)
         except ElfError as exc:
             raise _Failure(f"{path}: {exc.reason}") from None
-        same = next((o for o in self.objects if o.file_id == (info.identity.dev, info.identity.ino)), None)
+        same = _first_loaded(self._files.get((info.identity.dev, info.identity.ino)))
         if same is not None:  # _dl_map_object_from_fd: the same file under another name
-            same.names.add(requested)
+            self._add_name(same, requested)
             return same
         obj = _Object(path, host, info, loader, self._origin_of(origin_from), step)
         obj.names.add(requested)
-        self.objects.append(obj)
+        self._append(obj)
         return obj
 
     def _origin_of(self, path: str) -> str:
@@ -556,16 +640,19 @@ class _Process:
 
     def _map_deps(self, root: _Object, preloads: list[_Object], step: int) -> list[_Object]:
         """_dl_map_object_deps: the breadth-first closure, which is also the root's search list."""
-        order: list[_Object] = [root]
-        for p in preloads:
-            if p not in order:
-                order.append(p)
+        order: list[_Object] = []
+        seen: set[int] = set()
+        for obj in (root, *preloads):
+            if id(obj) not in seen:
+                seen.add(id(obj))
+                order.append(obj)
         i = 0
         while i < len(order):
             obj = order[i]
             for needed in obj.info.needed:
                 dep = self._map_object(needed, obj, step)
-                if dep not in order:
+                if id(dep) not in seen:
+                    seen.add(id(dep))
                     order.append(dep)
             i += 1
         return order
@@ -582,7 +669,10 @@ class _Process:
                     # An empty element means the current directory: the candidate is the bare name.
                     base = directory if not directory or directory.endswith("/") else directory + "/"
                     candidate = base + (sub + "/" if sub else "") + name
-                    verdict, detail = self._verify(candidate)
+                    if base and self._no_directory(base + sub):  # what _verify finds, without a lookup per name
+                        verdict, detail = "absent", "not found"
+                    else:
+                        verdict, detail = self._verify(candidate)
                     attempts.append(SearchAttempt(source, candidate, detail if verdict != "ok" else "found"))
                     if verdict == "ok":
                         return candidate
@@ -594,17 +684,17 @@ class _Process:
 
         found = None
         if not loader.info.runpath:
-            chain: list[_Object] = []
-            obj: _Object | None = loader
-            while obj is not None:
-                chain.append(obj)
-                obj = obj.loader
-            if self.main is not None and self.main not in chain:
+            # The loader, its loaders up the chain, then the executable when the chain does not end there;
+            # only those with an RPATH are tried.
+            chain: list[_Object | None] = [loader if loader.effective_rpath else loader.rpath_next]
+            if self.main is not None and loader.top is not self.main and self.main.effective_rpath:
                 chain.append(self.main)
-            for obj in chain:
-                if found is None and obj.effective_rpath:
+            for first in chain:
+                obj: _Object | None = first
+                while found is None and obj is not None:
                     label = "RPATH of " + (obj.name or self.progname)
                     found = try_dirs(self._expand_list(obj.effective_rpath, obj), label)
+                    obj = obj.rpath_next
         if found is None and self.env.library_path is not None:
             dirs = self.env.library_path.replace(";", ":").split(":")
             found = try_dirs(self._expand_list(tuple(dirs), self.main), "LD_LIBRARY_PATH")
@@ -642,6 +732,16 @@ class _Process:
         elif found is None:
             error = f"{name}: cannot open shared object file" if errno_cleared else f"{name}: {NOT_FOUND}"
         return Search(name, loader.name or self.progname, tuple(attempts), found, error), found
+
+    def _no_directory(self, directory: str) -> bool:
+        """Is there no directory at this target path? Then no file is found inside it. Remembered for the
+        process, as ld.so remembers search directories that do not exist: a library's search tries every
+        hwcaps subdirectory of every search directory, most of which are missing."""
+        missing = self._missing_dirs.get(directory)
+        if missing is None:
+            host = self._host(directory)
+            missing = self._missing_dirs[directory] = host is None or not os.path.isdir(host)
+        return missing
 
     def _verify(self, path: str) -> tuple[str, str]:
         """open_verify: is this candidate loadable here?
@@ -735,15 +835,15 @@ class _Process:
             entries = symbols.entries
             # RESOLVE_MAP: a relocation against a local, hidden or internal symbol needs no lookup.
             looked_up = ((symbols.reloc_class != RELOC_NONE) & ((entries["st_info"] >> 4) != STB_LOCAL)
-                         & ~np.isin(entries["st_other"] & 3, (STV_HIDDEN, STV_INTERNAL)))
+                         & ~_HIDDEN[entries["st_other"] & 3])
             relocated = np.flatnonzero(looked_up)
             if not len(relocated):
                 continue
             relocated = relocated[np.argsort(symbols.reloc_first[relocated])]  # distinct positions: no ties
             scope = self._flat_scope(obj)
             halves = symbols.hash_halves[relocated]
-            *exported, repeated = _members([*(o.export_halves[0] for o in scope), obj.export_halves[1]], halves)
-            exporters = list(zip(scope, exported, strict=True))
+            exporters = scope.exporters(halves)
+            repeated, = _members([obj.export_halves[1]], halves)
             bulk = self._bound_to_itself(obj, relocated, repeated, exporters)
             obj.bulk_bound = np.sort(relocated[bulk])
             rest = np.flatnonzero(~bulk)
@@ -783,7 +883,7 @@ class _Process:
         to an object without versym (ld.so's assertion), LD_DYNAMIC_WEAK, or a scope with a SysV-only
         hash table (the named-file rule)."""
         n = len(indices)
-        if not n or self.env.dynamic_weak or not all(o.info.symbols.uses_gnu_hash for o, _ in exporters):
+        if not n or self.env.dynamic_weak or not self._flat_scope(obj).all_gnu:
             return [None] * n
         symbols = obj.info.symbols
         e = symbols.entries[indices]
@@ -892,21 +992,15 @@ class _Process:
     def _scope_key(self, obj: _Object) -> tuple[int, ...]:
         return tuple(id(s) for s in obj.scope)
 
-    def _flat_scope(self, obj: _Object) -> list[_Object]:
+    def _flat_scope(self, obj: _Object) -> _Scope:
         """The referrer's scopes in search order, each object once."""
         key = self._scope_key(obj)
         flat = self._flat_scopes.get(key)
         if flat is None:
-            flat, seen = [], set()
-            for scope in obj.scope:
-                for o in scope:
-                    if id(o) not in seen:
-                        seen.add(id(o))
-                        flat.append(o)
-            self._flat_scopes[key] = flat
+            flat = self._flat_scopes[key] = _Scope(obj.scope)
         return flat
 
-    def _bind(self, obj: _Object, index: int, name: bytes, reloc: str, scope: list[_Object],
+    def _bind(self, obj: _Object, index: int, name: bytes, reloc: str, scope: _Scope,
               scope_key: tuple[int, ...], candidates: list[_Object]) -> tuple[_Bound, str | None]:
         # The referrer's own entry, read alone: `fields` would convert a whole table (0.05 s for
         # libtensorflow_cc.so.2) for the few relocations of a large object that come this way.
@@ -933,7 +1027,7 @@ class _Process:
         winner, losers, reason, error = memo
         return _Bound(obj, name, version_name, reloc, weak_ref, winner, losers, reason, error), None
 
-    def _lookup(self, referrer: _Object, name: bytes, version, plt: bool, scope: list[_Object],  # type: ignore[no-untyped-def]
+    def _lookup(self, referrer: _Object, name: bytes, version, plt: bool, scope: _Scope,  # type: ignore[no-untyped-def]
                 candidates: list[_Object], skip: _Object | None = None):
         """_dl_lookup_symbol_x over the referrer's scope, visiting only objects that export the name;
         also collects the definitions that lost. `skip` is the executable while resolving its COPY
@@ -981,14 +1075,14 @@ class _Process:
             return None, (), "", error
         return winner, tuple(loser for loser in losers if loser != winner), reason, ""
 
-    def _missing_in_named_file(self, referrer: _Object, name: bytes, version, scope: list[_Object],  # type: ignore[no-untyped-def]
+    def _missing_in_named_file(self, referrer: _Object, name: bytes, version, scope: _Scope,  # type: ignore[no-untyped-def]
                                winner: tuple[_Object, int] | None) -> str:
         """do_lookup_x returns -1 when it reaches the file named by the verneed entry without a match
         and that file's SysV hash chain ended at STN_UNDEF. Through DT_GNU_HASH, glibc 2.36 leaves symidx
         at the last candidate and reports a plain "undefined symbol" instead (oracle-tested)."""
-        if version is None or version.filename is None or all(o.info.symbols.uses_gnu_hash for o in scope):
+        if version is None or version.filename is None or scope.all_gnu:
             return ""
-        for obj in scope:
+        for obj in scope.objects:
             if winner is not None and obj is winner[0]:
                 return ""
             if obj.matches(version.filename):
@@ -1060,13 +1154,17 @@ class _Process:
         return "match"
 
 
+def _first_loaded(objects: list[_Object] | None) -> _Object | None:
+    """The earliest in load order of these objects that is still loaded."""
+    return min((o for o in objects or () if o.loaded), key=lambda o: o.seq, default=None)
+
+
 def _matchable(e: np.ndarray) -> np.ndarray:
     """check_match()'s tests that depend on the definition alone, for symbol entries `e`: a value (or
     SHN_ABS, or TLS), an allowed type, a global, weak or unique binding, and a visible symbol."""
     stt = e["st_info"] & 0xF
-    return (((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | (stt == STT_TLS)) & np.isin(stt, list(ALLOWED_TYPES))
-            & np.isin(e["st_info"] >> 4, (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
-            & ~np.isin(e["st_other"] & 3, (STV_HIDDEN, STV_INTERNAL)))
+    return (((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | (stt == STT_TLS)) & _ALLOWED_TYPE[stt]
+            & _LOOKUP_BIND[e["st_info"] >> 4] & ~_HIDDEN[e["st_other"] & 3])
 
 
 def _definition(obj: _Object, i: int, name: bytes | None = None) -> Definition:
