@@ -14,19 +14,23 @@ import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from customops.check import CheckResult, build_plan, dependencies, run_check
-from customops.codes import Severity
-from customops.container import DEFAULT_BACKEND_DIR, Container, from_root
 from customops.errors import CustomopsError
-from customops.findings import Finding
 from customops.launch_cache import command_line
-from customops.manifest import find_manifest, load_manifest
+from customops.manifest import Manifest, find_manifest, load_manifest
 from customops.mounts import container_of, host_of
-from customops.plan import Context
-from customops.repository import read_repository
-from customops.scanners.probes import ProbeSettings
-from customops.serverargs import parse, with_plugins
+from customops.plan import Context, merge
+from customops.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
+
+if TYPE_CHECKING:  # the check's modules are heavy; what to start is assembled without them (environment_for)
+    from customops.check import CheckResult
+    from customops.codes import Severity
+    from customops.container import Container
+    from customops.findings import Finding
+    from customops.scanners.elfcache import ElfReader
+    from customops.scanners.probes import ProbeSettings
+
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Launch:
 
     def dependencies(self) -> list[str]:
         """What the decision depends on in the container (see customops.launch_cache)."""
+        from customops.check import dependencies
+
         return [] if self.check is None else dependencies(self.check)
 
     def exports(self) -> str:
@@ -54,15 +60,18 @@ class Launch:
 def prepare(server_argv: list[str], container_root: str = "/", manifest_path: str | None = None,
             fail_on: Severity | None = None, run_the_check: bool = True, existing_preload: str = "last",
             environ: dict[str, str] | None = None, mounts: tuple[tuple[str, str], ...] = (),
-            probe: Callable[[Container], ProbeSettings] | None = None) -> Launch:
-    """`probe`: the probe settings for the container, when the check should also probe (check --probe)."""
+            probe: Callable[[Container], ProbeSettings] | None = None, reader: ElfReader | None = None) -> Launch:
+    """`probe`: the probe settings for the container, when the check should also probe (check --probe);
+    `reader`: the run's ELF reader (its cache, or none with --no-cache)."""
+    from customops.check import run_check
+    from customops.container import from_root
+
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
     host_repositories = [host_of(root, r, mounts) for r in args.repositories]
-    backend_dir = args.backend_directory or DEFAULT_BACKEND_DIR
-    container = from_root(root, backend_dir)
-    manifest = load_manifest(manifest_path or find_manifest([r for r in host_repositories if os.path.isdir(r)]))
+    container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
+    manifest = _manifest(args.repositories, root, manifest_path, mounts)
     notes: list[str] = []
     if args.control_mode == "explicit" and not args.load_models:
         notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
@@ -73,12 +82,61 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
         check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
                           server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
-                          if existing_plugins else (), probe=probe(container) if probe else None)
-        plan = check.plan
-    else:
-        ctx = Context(container, manifest, mounts)
-        models = [m for r in host_repositories for m in read_repository(r, args.model_config_name, only)]
-        plan, _ = build_plan(models, ctx)
+                          if existing_plugins else (), probe=probe(container) if probe else None,
+                          reader=reader)
+    argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
+    threshold = fail_on if fail_on is not None else manifest.fail_on
+    blocking = [f for f in check.findings if f.level >= threshold] if check else []
+    return Launch(argv, environment, added, check, blocking, notes + (check.notes if check else []))
+
+
+def environment_for(server_argv: list[str], container_root: str, manifest_path: str | None,
+                    existing_preload: str, mounts: tuple[tuple[str, str], ...],
+                    environ: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """What prepare would start, without the check: (argv, the variables customops sets). Cheap (no container
+    is read), so that a start on a cached verdict assembles it from the current inputs, exactly as a start
+    that runs the check does."""
+    root = os.path.abspath(container_root)
+    manifest = _manifest(parse(server_argv).repositories, root, manifest_path, mounts)
+    argv, environment, _ = assemble(server_argv, root, manifest, mounts, dict(os.environ if environ is None
+                                                                              else environ), existing_preload)
+    return argv, environment
+
+
+def _manifest(repositories: tuple[str, ...], root: str, manifest_path: str | None,
+              mounts: tuple[tuple[str, str], ...]) -> Manifest:
+    """--manifest, else the one in the server's repositories (as this machine sees them)."""
+    host_repositories = [host_of(root, r, mounts) for r in repositories]
+    return load_manifest(manifest_path or find_manifest([r for r in host_repositories if os.path.isdir(r)]))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The container as far as the environment depends on it, for Context: its root and backend directory
+    (what Context.container_path and the loaders' process() read); nothing in it is parsed."""
+
+    root: str
+    backend_dir: str
+
+    @property
+    def target(self) -> _Layout:
+        return self
+
+    @property
+    def is_live(self) -> bool:
+        return self.root == "/"
+
+
+def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tuple[tuple[str, str], ...],
+             environ: dict[str, str], existing_preload: str) -> tuple[list[str], dict[str, str], list[str]]:
+    """(argv, the variables customops sets, the arguments it added), from the manifest's process-wide loaders
+    (the preloads, LD_LIBRARY_PATH and TensorRT plugins the check's plan has too), the server's arguments and
+    the current environment."""
+    from customops.loaders import host, pytorch, tensorflow, tensorrt
+
+    args = parse(server_argv)
+    ctx = Context(_Layout(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY), manifest, mounts)
+    plan = merge([host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx), tensorrt.process(ctx)])
     ours = [s.path for s in plan.preloads]
     for path in ours:
         if " " in path or ":" in path or not path.startswith("/"):
@@ -94,10 +152,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
         environment["LD_LIBRARY_PATH"] = ":".join(dict.fromkeys([*plan.library_path, *current]))
     plugins = _plugins(manifest, root, mounts)
     argv = with_plugins(args, plugins)
-    threshold = fail_on if fail_on is not None else manifest.fail_on
-    blocking = [f for f in check.findings if f.level >= threshold] if check else []
-    added = [a for a in argv if a not in server_argv]
-    return Launch(argv, environment, added, check, blocking, notes + (check.notes if check else []))
+    return argv, environment, [a for a in argv if a not in server_argv]
 
 
 def _plugins(manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:  # type: ignore[no-untyped-def]

@@ -1,26 +1,27 @@
 """Loading a library for real, without letting it touch the checker.
 
-Every load happens in a child process: a fresh interpreter with a temporary working directory (the
-sandbox), a cleaned environment, no inherited file descriptors, an address-space limit, a timeout, and its
-own process group, which is killed when the probe ends (so that a constructor that forks leaves nothing
-behind). A child that aborts is reported with its signal and what it printed: a duplicate TORCH_LIBRARY,
-for one, aborts inside dlopen and cannot be caught in-process. The checker's own process never loads an
-untrusted library.
+Every load happens in a contained child process (customops/sandbox.py): a fresh interpreter in new
+namespaces where the machine allows them, with another uid when customops is root, no capabilities,
+Landlock, a temporary working directory (the sandbox), a cleaned environment, no inherited file
+descriptors, resource limits and a timeout; nothing it starts outlives it. A child that aborts is reported
+with its signal and what it printed: a duplicate TORCH_LIBRARY, for one, aborts inside dlopen and cannot
+be caught in-process. The checker's own process never loads an untrusted library, and believes only what
+the loader script reports over its private channel (`emit`), never what a library prints.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import glob
 import os
-import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
+
+from customops import sandbox
 
 # ONNX Runtime's own C API through ctypes, so no Python binding is needed: inside a Triton container the
 # probe uses the backend's libonnxruntime.so. Each library's RegisterCustomOps gets an OrtApi table in
@@ -36,7 +37,7 @@ ORT_LOADER = """
     STATUS = lambda *args: C.CFUNCTYPE(C.c_void_p, *args)
     get_api = C.CFUNCTYPE(C.c_void_p, C.c_uint32)(base[0])
     version = C.CFUNCTYPE(C.c_char_p)(base[1])().decode()
-    print("VERSION " + version, flush=True)
+    emit("VERSION", version)
     api_version = int(version.split(".")[1])
     while api_version > 1 and not get_api(api_version):
         api_version -= 1
@@ -107,19 +108,19 @@ try:
     elif framework == "onnxruntime":
         ctypes.CDLL(runtime, mode=os.RTLD_NOW | os.RTLD_LOCAL)
 except (ImportError, OSError) as exc:
-    print("UNAVAILABLE " + " ".join(str(exc).split()), flush=True)
+    emit("UNAVAILABLE", " ".join(str(exc).split()))
     sys.exit(3)
 finish = lambda: None
 if framework == "torch":
     import torch
     registry = lambda: {s.name for s in torch._C._jit_get_all_schemas()}
-    print("VERSION " + torch.__version__, flush=True)
-    print("BUILTIN " + " ".join(sorted({name.split("::")[0] for name in registry()})), flush=True)
+    emit("VERSION", torch.__version__)
+    emit("BUILTIN", " ".join(sorted({name.split("::")[0] for name in registry()})))
     load = torch.ops.load_library
 elif framework == "tensorflow":
     from tensorflow.core.framework import op_def_pb2
     from tensorflow.python.framework import versions
-    print("VERSION " + versions.__version__, flush=True)
+    emit("VERSION", versions.__version__)
     from tensorflow.python.client import pywrap_tf_session as tf_session
     def load(path):  # what tf.load_op_library does, keeping the op list TensorFlow reports for the library
         global added
@@ -137,13 +138,13 @@ for path in paths:
         if path == paths[-1]:
             finish()
     except Exception as exc:
-        print("FAILED " + " ".join(str(exc).split()), flush=True)
+        emit("FAILED", " ".join(str(exc).split()))
         sys.exit(1)
     if framework == "torch":
         added = registry() - before
     for name in sorted(added):
-        print("REGISTERED " + path + " " + name, flush=True)
-    print("LOADED " + path, flush=True)
+        emit("REGISTERED", path, name)
+    emit("LOADED", path)
 """
 
 
@@ -158,37 +159,10 @@ class ProbeResult:
     registered: tuple[str, ...] = ()  # ops/schemas the framework registry gained (framework probes only)
     framework_version: str = ""  # of the framework that loaded it (framework probes only)
     builtin_namespaces: tuple[str, ...] = ()  # Torch: the namespaces the framework registers itself
+    containment: str = ""  # what the library could and could not do (sandbox.Containment.describe)
 
 
-def run_isolated(argv: list[str], timeout: float = 60, memory_mb: int = 4096, env: dict[str, str] | None = None
-                 ) -> tuple[int | None, str, tuple[str, ...], bool]:
-    """(exit status or None on timeout, combined output, files left in the sandbox, timed out)."""
-    sandbox = tempfile.mkdtemp(prefix="customops-probe-")
-    clean = {"PATH": "/usr/bin:/bin", "HOME": sandbox, "TMPDIR": sandbox, "LANG": "C.UTF-8", **(env or {})}
-
-    def limit() -> None:  # runs in the child, before exec
-        os.setsid()
-        limit_bytes = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-    # Output goes to a file, not a pipe: a process the library forks would keep a pipe open after the probe.
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(argv, cwd=sandbox, env=clean, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, close_fds=True, preexec_fn=limit)
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it forked
-            proc.wait()
-        log.seek(0)
-        output = log.read()
-    files = tuple(sorted(f for f in os.listdir(sandbox)))
-    shutil.rmtree(sandbox, ignore_errors=True)
-    return (None if timed_out else proc.returncode), output.decode("utf-8", "replace"), files, timed_out
+STATUSES = frozenset({"loaded", "failed", "crashed", "timeout", "not loaded", "unavailable"})
 
 
 def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
@@ -213,7 +187,12 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     dlopen(RTLD_NOW | RTLD_LOCAL); "torch" and "tensorflow" use the framework's load call in `python`;
     "onnxruntime" registers them all into one session's options through `runtime` (a libonnxruntime.so;
     default: the one in `python`'s onnxruntime package), reports "domain:op" names, and then creates a
-    session, which is when ONNX Runtime rejects conflicting registrations."""
+    session, which is when ONNX Runtime rejects conflicting registrations.
+
+    A library runs in the loader's own process, so it could, by reading the loader's memory, learn the
+    nonce and forge what the loader reports; a library that only prints the protocol, or writes it to
+    every descriptor, cannot. A loader that reported every library loaded but did not finish cleanly (a
+    crash, a timeout, an exit) has the last one reported as that, not as loaded."""
     paths = [os.path.abspath(lib) for lib in libraries]
     python = python or sys.executable
     if framework == "onnxruntime" and runtime is None:
@@ -221,51 +200,69 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
         if runtime is None:
             message = f"{python} has no onnxruntime package with a libonnxruntime.so"
             return tuple(ProbeResult(p, "unavailable", message, None, "", ()) for p in paths)
-    argv = [python, "-I", "-c", LOADER, framework, runtime or "", *paths]
-    status, output, files, timed_out = run_isolated(argv, timeout, memory_mb)
-    lines = output.splitlines()
-    version = _tagged(lines, "VERSION") or ""
-    builtin = tuple((_tagged(lines, "BUILTIN") or "").split())
-    if (unavailable := _tagged(lines, "UNAVAILABLE")) is not None:
-        message = f"{python} cannot load {framework}: {unavailable}"
-        return tuple(ProbeResult(p, "unavailable", message, None, output, files) for p in paths)
+    readable = (*paths, runtime) if runtime else tuple(paths)
+    run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
+    version = _tagged(run.messages, "VERSION") or ""
+    builtin = tuple((_tagged(run.messages, "BUILTIN") or "").split())
+
+    def result(library: str, status: str, message: str, signum: int | None = None, **found: Any) -> ProbeResult:
+        return ProbeResult(library, status, message, signum, run.output, run.files, framework_version=version,
+                           containment=run.containment, **found)
+
+    if run.error is not None:
+        return tuple(result(p, "unavailable", f"the probe's sandbox failed: {run.error}") for p in paths)
+    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == 3:
+        return tuple(result(p, "unavailable", f"{python} cannot load {framework}: {unavailable}") for p in paths)
     results: list[ProbeResult] = []
     registered: list[str] = []
-    for line in lines:  # the loader reports each library in order, and stops at the first failure
+    for tag, *fields in run.messages:  # the loader reports each library in order, and stops at the first failure
         if len(results) == len(paths):
             break
-        if line.startswith(prefix := f"REGISTERED {paths[len(results)]} "):
-            registered.append(line[len(prefix):])
-        elif line == f"LOADED {paths[len(results)]}":
-            results.append(ProbeResult(paths[len(results)], "loaded", "", None, output, files,
-                                       tuple(sorted(set(registered))), version, builtin))
+        current = paths[len(results)]
+        if tag == "REGISTERED" and len(fields) == 2 and fields[0] == current:
+            registered.append(fields[1])
+        elif tag == "LOADED" and fields == [current]:
+            results.append(result(current, "loaded", "", registered=tuple(sorted(set(registered))),
+                                  builtin_namespaces=builtin))
             registered = []
-        elif line.startswith("FAILED "):
-            results.append(ProbeResult(paths[len(results)], "failed", line[len("FAILED "):], None, output, files,
-                                       framework_version=version))
+        elif tag == "FAILED" and len(fields) == 1:
+            results.append(result(current, "failed", fields[0]))
             break
     if len(results) < len(paths) and (not results or results[-1].status == "loaded"):
-        current = paths[len(results)]
-        if timed_out:
-            results.append(ProbeResult(current, "timeout", f"still loading after {timeout:g} s", None, output, files,
-                                       framework_version=version))
-        elif status is not None and status < 0:
-            name = signal.Signals(-status).name
-            reason = next((line.strip() for line in lines if "what():" in line), "")
-            results.append(ProbeResult(current, "crashed", f"killed by {name} while loading"
-                                       + (f": {reason}" if reason else ""), -status, output, files,
-                                       framework_version=version))
-        else:
-            results.append(ProbeResult(current, "crashed", f"exited with status {status} while loading", None,
-                                       output, files, framework_version=version))
-    results += [ProbeResult(p, "not loaded", "an earlier library failed", None, output, files,
-                            framework_version=version) for p in paths[len(results):]]
+        results.append(_ended(paths[len(results)], run, timeout, result, after_loaded=False))
+    elif results and results[-1].status == "loaded" and not run.finished:
+        results[-1] = _ended(paths[-1], run, timeout, result, after_loaded=True)
+    results += [result(p, "not loaded", "an earlier library failed") for p in paths[len(results):]]
     return tuple(results)
 
 
-def _tagged(lines: list[str], tag: str) -> str | None:
-    """The rest of the first line the loader printed with `tag`, if any."""
-    return next((line[len(tag) + 1:] for line in lines if line.startswith(tag + " ")), None)
+def _ended(library: str, run: sandbox.Run, timeout: float, result: Callable[..., ProbeResult], after_loaded: bool
+           ) -> ProbeResult:
+    """The library that was loading (or was reported loaded last) when the loader ended without finishing."""
+    then = "was reported loaded, then " if after_loaded else ""
+    if run.timed_out:
+        return result(library, "timeout", f"{then}still running after {timeout:g} s" if after_loaded
+                      else f"still loading after {timeout:g} s")
+    status = run.exit_status
+    while_loading = "" if after_loaded else " while loading"
+    if status is not None and status < 0:
+        reason = next((line.strip() for line in run.output.splitlines() if "what():" in line), "")
+        return result(library, "crashed", f"{then}killed by {_signal_name(-status)}{while_loading}"
+                      + (f": {reason}" if reason else ""), -status)
+    how = f"exited with status {status}" if status is not None else "ended without a status"
+    return result(library, "crashed", f"{then}{how}{while_loading}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _tagged(messages: tuple[tuple[str, ...], ...], tag: str) -> str | None:
+    """The value of the first message the loader emitted with `tag`, if any."""
+    return next((m[1] for m in messages if len(m) == 2 and m[0] == tag), None)
 
 
 @functools.cache
@@ -295,17 +292,16 @@ try:
     from tensorflow.python.client import pywrap_tf_session as tf_session
     from tensorflow.python.framework import versions
 except ImportError as exc:
-    print("UNAVAILABLE " + " ".join(str(exc).split()), flush=True)
+    emit("UNAVAILABLE", " ".join(str(exc).split()))
     sys.exit(3)
-print("VERSION " + versions.__version__, flush=True)
+emit("VERSION", versions.__version__)
 for path in sys.argv[1:]:
     try:
         tf_session.TF_LoadLibrary(path)
     except Exception as exc:  # the library's own failure is reported by its probe; its ops are then missing
-        print("FAILED " + path + " " + " ".join(str(exc).split()), flush=True)
+        emit("FAILED", path, " ".join(str(exc).split()))
 ops = op_def_pb2.OpList.FromString(tf_session.TF_GetBuffer(tf_session.TF_GetAllOpList()))
-for op in ops.op:
-    print("OP " + op.name, flush=True)
+emit("OPS", *(op.name for op in ops.op))
 """
 
 
@@ -313,12 +309,14 @@ def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeou
                    memory_mb: int = 4096) -> tuple[frozenset[str], str] | str:
     """(every op name TensorFlow has registered once `libraries` are loaded in order, its version), or why
     TensorFlow could not be asked: what a SavedModel or GraphDef can use in that process."""
-    argv = [python or sys.executable, "-I", "-c", TENSORFLOW_OPS, *(os.path.abspath(lib) for lib in libraries)]
-    status, output, _files, timed_out = run_isolated(argv, timeout, memory_mb)
-    lines = output.splitlines()
-    if (unavailable := _tagged(lines, "UNAVAILABLE")) is not None:
-        return f"{python or sys.executable} cannot load tensorflow: {unavailable}"
-    ops = frozenset(line[len("OP "):] for line in lines if line.startswith("OP "))
-    if timed_out or status != 0 or not ops:
-        return f"listing TensorFlow's ops failed ({'timeout' if timed_out else f'status {status}'})"
-    return ops, _tagged(lines, "VERSION") or ""
+    python = python or sys.executable
+    paths = [os.path.abspath(lib) for lib in libraries]
+    run = sandbox.run(python, TENSORFLOW_OPS, paths, timeout, memory_mb, tuple(paths))
+    if run.error is not None:
+        return f"listing TensorFlow's ops failed: the probe's sandbox failed: {run.error}"
+    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == 3:
+        return f"{python} cannot load tensorflow: {unavailable}"
+    ops = frozenset(name for m in run.messages if m[0] == "OPS" for name in m[1:])
+    if not run.finished or not ops:
+        return f"listing TensorFlow's ops failed ({'timeout' if run.timed_out else f'status {run.exit_status}'})"
+    return ops, _tagged(run.messages, "VERSION") or ""

@@ -1,0 +1,351 @@
+"""Running a probe script, which loads untrusted libraries, where what those libraries do cannot reach customops.
+
+The processes and what each one does are described in customops/sandbox_child.py, which runs them. This
+side of it: customops makes itself non-dumpable (no ptrace, no /proc/<pid>/environ, for a process of the
+same user) and a subreaper (a process that escaped the sandbox's own supervisor comes back to be ended)
+while the probe runs; it hands the child a cleaned environment and a private working directory; it reads
+the results only from the private channel and only with the nonce, the rest (exit status, sandbox files,
+containment) from the status channel the untrusted code never holds; it keeps a bounded part of the
+output; and it ends every process and removes every file of the probe on every way out (a timeout, an
+error, SIGINT, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from pathlib import Path
+from typing import IO, Any
+
+from customops import cleanup
+
+CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py").read_text()
+LAYERS = frozenset({"namespaces", "landlock", "other-uid"})  # what a probe may use; tests take some away
+FILE_LIMIT = 16 << 20  # RLIMIT_FSIZE of the loader: its output file, and any one file it writes
+OUTPUT_KEPT = 64 << 10  # bytes of the output kept from its start, and as many from its end
+SANDBOX_LIMIT = 64 << 20  # the sandbox's tmpfs, where there is one
+RESULTS_LIMIT = 16 << 20  # bytes read from the result channel (more is read and dropped)
+STATUS_LIMIT = 1 << 20
+STOP_GRACE = 5.0  # seconds the supervisor has to end everything after SIGTERM
+PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 3, 4, 36, 37
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class Containment:
+    """What the loader could not do, as it reported before running anything untrusted."""
+
+    root: bool = False  # customops runs as root
+    uid: int = -1
+    other_uid: bool = False  # the loader ran as another uid than customops
+    capabilities: bool = True  # some capability was left
+    namespaces: tuple[str, ...] = ()
+    read_only: bool = False  # a read-only view of the file system (the sandbox excepted)
+    proc: bool = False  # /proc of the new PID namespace only
+    tmpfs: bool = False
+    no_new_privs: bool = False
+    landlock: int = 0  # Landlock ABI version applied, 0: none
+    landlock_tcp: bool = False
+    landlock_signals: bool = False
+
+    @classmethod
+    def parse(cls, facts: object) -> Containment | None:
+        """From the loader's report; None unless every field has its type."""
+        if not isinstance(facts, dict):
+            return None
+        values: dict[str, Any] = {}
+        for field in dataclass_fields(cls):
+            value = facts.get(field.name, field.default)
+            if field.name == "namespaces":
+                if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                    return None
+                value = tuple(value)
+            elif type(value) is not type(field.default):
+                return None
+            values[field.name] = value
+        return cls(**values)
+
+    def describe(self) -> str:
+        """One line for the report: what a probed library could and could not do on this machine."""
+        who = f"uid {self.uid}" if self.other_uid else "root" if self.root else f"your user (uid {self.uid})"
+        if not self.capabilities and (self.root or "user" in self.namespaces):
+            who += " without capabilities"
+        spaces = [n for n in self.namespaces if n != "user"]
+        where = f"in new {_join(spaces)} namespaces" if spaces else "without namespaces"
+        where += f", under Landlock (ABI {self.landlock})" if self.landlock else ", without Landlock"
+        if self.read_only or self.landlock:
+            writes = "writes outside the sandbox prevented"
+        elif self.other_uid:
+            writes = f"a library could write wherever uid {self.uid} may"
+        else:
+            writes = "a library could write wherever you can"
+        if "PID" in self.namespaces or self.landlock_signals or (self.other_uid and self.root):
+            reach = "customops out of its reach"
+        else:
+            reach = "a library could signal customops"
+        if "PID" in self.namespaces:
+            processes = "no process outlives its probe"
+        else:
+            processes = "its processes are ended after it, unless it kills the probe's supervisor"
+        network = ("no network" if "network" in self.namespaces else "no TCP" if self.landlock_tcp
+                   else "the network reachable")
+        return f"probes ran as {who} {where}: {writes}; {reach}; {processes}; {network}"
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a probe script ended."""
+
+    messages: tuple[tuple[str, ...], ...]  # what the script emitted over the private channel, in order
+    exit_status: int | None  # of the loader, as Popen.returncode (-N: killed by signal N); None: unknown
+    timed_out: bool
+    output: str  # the loader's stdout and stderr: the start and the end when there was much
+    files: tuple[str, ...]  # what was left in the sandbox
+    containment: str  # Containment.describe(), "" when the loader did not get as far as reporting it
+    error: str | None = None  # the sandbox itself failed (not the script)
+
+    @property
+    def finished(self) -> bool:
+        """The script ran to its end and the loader exited 0."""
+        return self.exit_status == 0 and ("END",) in self.messages
+
+
+def run(python: str, script: str, args: list[str], timeout: float, memory_mb: int,
+        readable: tuple[str, ...] = ()) -> Run:
+    """Run `script` (which reports with emit(tag, *fields)) with `args` as its sys.argv[1:] in `python`,
+    contained. `readable`: files the loader must be able to read (when root, it switches to uid 65534 only
+    if that uid can)."""
+    workdir = tempfile.mkdtemp(prefix="customops-probe-")
+    cleanup.register(workdir)
+    try:
+        os.chmod(workdir, 0o711)  # another uid reaches the sandbox, and nothing else, through it
+        sandbox = os.path.join(workdir, "sandbox")
+        os.mkdir(sandbox, 0o700)
+        return _run(python, script, args, timeout, memory_mb, readable, sandbox)
+    finally:
+        with held_signals():
+            _remove(workdir)
+            cleanup.unregister(workdir)
+
+
+def _run(python: str, script: str, args: list[str], timeout: float, memory_mb: int, readable: tuple[str, ...],
+         sandbox: str) -> Run:
+    nonce = secrets.token_hex(16)
+    status_r, status_w = os.pipe()
+    result_r, result_w = os.pipe()
+    nonce_r, nonce_w = os.pipe()
+    os.write(nonce_w, nonce.encode())
+    os.close(nonce_w)
+    config = {"parent": os.getpid(), "status_fd": status_w, "result_fd": result_w, "nonce_fd": nonce_r,
+              "sandbox": sandbox, "script": script, "args": args, "memory_mb": memory_mb, "file_limit": FILE_LIMIT,
+              "sandbox_limit": SANDBOX_LIMIT, "readable": list(readable), "layers": sorted(LAYERS)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": sandbox, "TMPDIR": sandbox, "LANG": "C.UTF-8"}
+    with tempfile.TemporaryFile() as log, _guarded():
+        try:
+            try:
+                proc = subprocess.Popen([python, "-I", "-c", CHILD_SOURCE, json.dumps(config)], cwd="/", env=env,
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        pass_fds=(status_w, result_w, nonce_r), start_new_session=True)
+            finally:
+                for fd in (status_w, result_w, nonce_r):
+                    os.close(fd)
+        except OSError as exc:
+            for fd in (status_r, result_r):
+                os.close(fd)
+            return Run((), None, False, "", (), "", f"cannot run {python}: {exc.strerror or exc}")
+        try:
+            deadline = time.monotonic() + timeout
+            channels, timed_out = _collect(status_r, result_r, deadline)
+            if not timed_out:  # every channel closed: the supervisor is exiting
+                try:
+                    proc.wait(max(deadline - time.monotonic(), STOP_GRACE))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+        finally:
+            with held_signals():
+                _stop(proc)
+                for fd in (status_r, result_r):
+                    os.close(fd)
+        return _ended(channels[status_r], channels[result_r], nonce, proc.returncode, timed_out, _bounded(log))
+
+
+def _collect(status_r: int, result_r: int, deadline: float) -> tuple[dict[int, bytes], bool]:
+    """Read both channels until every writer is gone (the probe's processes all ended) or the deadline;
+    each kept up to its limit. (their bytes by descriptor, whether the deadline passed)"""
+    kept = {status_r: bytearray(), result_r: bytearray()}
+    limits = {status_r: STATUS_LIMIT, result_r: RESULTS_LIMIT}
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        for fd in kept:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                kept[key.fd] += chunk[:max(0, limits[key.fd] - len(kept[key.fd]))]
+    return {fd: bytes(data) for fd, data in kept.items()}, timed_out
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End the supervisor, which first ends everything below it (SIGTERM), or kill it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _ended(status_data: bytes, result_data: bytes, nonce: str, supervisor_status: int | None, timed_out: bool,
+           output: str) -> Run:
+    status: dict[str, Any] = {}
+    for line in status_data.split(b"\n")[:-1]:
+        tag, _, value = line.partition(b" ")
+        with contextlib.suppress(ValueError, RecursionError):
+            status.setdefault(tag.decode("ascii", "replace"), json.loads(value))
+    messages, foreign = _messages(result_data, nonce)
+    if foreign:
+        output += f"\n[customops: {foreign} lines on the probe's private result channel were not the loader's]\n"
+    exit_status = supervisor_status
+    with contextlib.suppress(TypeError, ValueError):
+        exit_status = os.waitstatus_to_exitcode(status["EXIT"]) if "EXIT" in status else exit_status
+    files = status.get("FILES")
+    files = tuple(files) if isinstance(files, list) and all(isinstance(f, str) for f in files) else ()
+    containment = Containment.parse(status.get("CONTAINMENT"))
+    error = status.get("ERROR")
+    return Run(messages, None if timed_out else exit_status, timed_out, output, files,
+               containment.describe() if containment else "", error if isinstance(error, str) else None)
+
+
+def _messages(data: bytes, nonce: str) -> tuple[tuple[tuple[str, ...], ...], int]:
+    """(the lines that carry the nonce, decoded; how many other lines there were)."""
+    prefix = nonce.encode() + b" "
+    found: list[tuple[str, ...]] = []
+    foreign = 0
+    for line in data.split(b"\n")[:-1]:  # what follows the last newline is an unfinished line
+        fields = None
+        if line.startswith(prefix):
+            with contextlib.suppress(ValueError, RecursionError):
+                fields = json.loads(line[len(prefix):])
+        if isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields):
+            found.append(tuple(fields))
+        else:
+            foreign += 1
+    return tuple(found), foreign
+
+
+def _bounded(log: IO[bytes]) -> str:
+    """The output file's start and end, OUTPUT_KEPT bytes each, whatever its size."""
+    size = os.fstat(log.fileno()).st_size
+    log.seek(0)
+    if size <= 2 * OUTPUT_KEPT:
+        data = log.read(size)
+    else:
+        head = log.read(OUTPUT_KEPT)
+        log.seek(size - OUTPUT_KEPT)
+        gap = f"\n[... {size - 2 * OUTPUT_KEPT} bytes of output left out ...]\n".encode()
+        data = head + gap + log.read(OUTPUT_KEPT)
+    return data.decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def _guarded() -> Iterator[None]:
+    """customops while a probe runs: not dumpable (a process of the same user cannot ptrace it or read its
+    environment), and a subreaper (a process that escaped the probe's supervisor becomes our child, and is
+    ended when the probe is)."""
+    dumpable = _prctl(PR_GET_DUMPABLE)
+    subreaper = ctypes.c_int(0)
+    _libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0)
+    before = set(_children())
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        yield
+    finally:
+        with held_signals():
+            _end_orphans(before)
+            _prctl(PR_SET_CHILD_SUBREAPER, subreaper.value)
+            _prctl(PR_SET_DUMPABLE, dumpable)
+
+
+def _prctl(option: int, value: int = 0) -> int:
+    return int(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0))
+
+
+def _end_orphans(before: set[int]) -> None:
+    """Kill and reap the children we did not have before the probe: its processes, reparented to us."""
+    while orphans := [pid for pid in _children() if pid not in before]:
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the cleanup inside is done (then interrupt as usual)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _remove(path: str) -> None:
+    """Remove the probe's directory whatever its library did to it: made unreadable, replaced by a symlink."""
+    if os.path.islink(path):
+        os.unlink(path)
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):
+        _unlock(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _unlock(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    _unlock(entry.path)
