@@ -13,7 +13,7 @@ import sys
 from importlib import import_module
 from typing import NoReturn
 
-from customops import __version__
+from customops import __version__, cleanup
 from customops.errors import CustomopsError
 
 SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "probe", "profile")
@@ -60,6 +60,7 @@ def run() -> NoReturn:
     renamed into place before `main` returns."""
     gc.disable()
     code = main()
+    cleanup.remove_all()  # what is still registered (a throw-away skeleton): os._exit skips atexit
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -16,9 +16,10 @@ from customops.errors import InputError
 from customops.scan import version_key
 from customops.scanners.elfcache import ElfReader
 from customops.scanners.target import LinkerTarget, live_target, target_for_root
+from customops.serverargs import DEFAULT_BACKEND_DIRECTORY
 
 TRITON_HOME = "/opt/tritonserver"
-DEFAULT_BACKEND_DIR = f"{TRITON_HOME}/backends"
+DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
 SERVER = f"{TRITON_HOME}/bin/tritonserver"
 
 
@@ -149,28 +150,21 @@ def write_profile(container: Container, path: str, server_args: tuple[str, ...] 
     profile.write(profile.create(container, server_args), path)
 
 
-def read_profile(path: str, cache_dir: str | None = None) -> Container:
-    """A profile's container: on the skeleton of its libraries when it has them, else its facts only."""
+def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Container:
+    """A profile's container: on the skeleton of its libraries when it has them, else its facts only. The
+    skeleton is kept in `cache_dir`; None (--no-cache) builds it in a temporary directory removed at exit."""
     from pathlib import Path
 
     from customops import profile
-    from customops.scanners.elfcache import default_cache_dir
 
-    data = profile.read(path)
-    try:
-        facts = dict(data["facts"])
-        facts["backends"] = tuple(facts.get("backends", ()))
-        facts["absent_backends"] = tuple(facts.get("absent_backends", ()))
-        facts["source"] = "profile"
-        skeleton = profile.materialize(data, Path(cache_dir) if cache_dir else default_cache_dir())
-        facts["missing"] = () if skeleton else (
-            "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
-        unknown = set(facts) - set(ContainerFacts.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown facts: {', '.join(sorted(unknown))}")
-        known = ContainerFacts(**facts)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(path, f"damaged customops profile ({exc})") from None
+    data = profile.read(path)  # the schema in full: every fact below has its type
+    facts = dict(data["facts"])
+    for key in ("backends", "absent_backends"):
+        facts[key] = tuple(facts.get(key, ()))
+    skeleton = profile.materialize(data, Path(cache_dir) if cache_dir is not None else None, path)
+    facts["source"] = "profile"
+    facts["missing"] = () if skeleton else (
+        "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
     target = target_for_root(skeleton) if skeleton else None
-    return Container(known, target, data.get("backend_dir", DEFAULT_BACKEND_DIR), data.get("server"),
-                     tuple(data.get("server_args", ())))
+    return Container(ContainerFacts(**facts), target, data.get("backend_dir", DEFAULT_BACKEND_DIR),
+                     data.get("server"), tuple(data.get("server_args", ())))

@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # the check's modules are heavy; what to start is assembled w
     from customops.scanners.probes import ProbeSettings
 
 
-
 @dataclass(frozen=True)
 class Launch:
     argv: list[str]

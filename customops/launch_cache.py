@@ -1,12 +1,17 @@
-"""The launch decision, cached: `customops launch` stands in front of every server start, and when nothing it
+"""The launch verdict, cached: `customops launch` stands in front of every server start, and when nothing it
 depends on has changed the check's answer cannot have changed either.
 
-The decision (final argv, environment, notes, the failure report if the check blocks) is stored under a key
-made of the server's argv, the options, LD_PRELOAD/LD_LIBRARY_PATH, the manifest, and the identity (device,
-inode, size, mtime) of every file and directory in the repositories. It also records the identities of what
-the check depended on in the container: every object it loaded, the ld.so.cache, the server, and the search
-and backend directories (a directory's mtime changes when a file is added or removed). Any difference is a
-miss. This module imports nothing heavy, so a hit costs an interpreter start and a few hundred stat calls.
+Only the verdict is cached: the notes and, when the check blocks the start, the failure report. What is
+started (the argv and the variables customops sets) is never read from the cache: it is assembled afresh
+from the current inputs on every start (customops.launch.environment_for, cheap), so a cache entry, whoever
+wrote it, cannot make launch exec another program or change LD_PRELOAD. The verdict is stored under a key
+made of the server's argv, the options, LD_PRELOAD/LD_LIBRARY_PATH, the mounts, the manifest, and the
+identity (device, inode, size, mtime) of every file and directory in the repositories; it also records the
+identities of what the check depended on in the container (every object it loaded, the ld.so.cache, the
+server, and the search and backend directories: a directory's mtime changes when a file is added or
+removed). Any difference is a miss; an entry is used only if customops.cachedir trusts it and it has exactly
+VERDICT_SHAPE. This module imports nothing heavy, so a hit costs an interpreter start and a few hundred stat
+calls.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import json
 import shlex
 
 from customops import __version__
-from customops.cachedir import default_cache_dir, file_key, load_result, result_path, store_result, tree_fingerprint
+from customops.cachedir import MapOf, Text, default_cache_dir, file_key, load_result, store_result, tree_fingerprint
 from customops.mounts import Mounts, host_of
 from customops.serverargs import parse
+
+VERDICT_SHAPE = {"notes": [Text()], "report": (Text(lines=True), None), "dependencies": MapOf(str)}
 
 
 def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str]) -> list[str] | None:
@@ -38,23 +45,26 @@ def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: di
 
 def cached(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str],
            cache_dir: str | None = None) -> dict | None:
+    """{"notes": [...], "report": text or None} of an earlier start with the same inputs, if nothing it
+    depended on has changed since."""
     parts = key_parts(server_argv, options, mounts, environ)
     if parts is None:
         return None
-    decision = load_result(result_path(_cache(cache_dir), "launch", *parts))
-    if not isinstance(decision, dict):
+    verdict = load_result(cache_dir or default_cache_dir(), "launch", parts, VERDICT_SHAPE)
+    if verdict is None:
         return None
-    for path, key in decision.get("dependencies", {}).items():
+    for path, key in verdict["dependencies"].items():
         try:
             if file_key(path) != key:
                 return None
-        except OSError:
+        except (OSError, ValueError):
             return None
-    return decision
+    return {"notes": verdict["notes"], "report": verdict["report"]}
 
 
 def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str],
           dependencies: list[str], cache_dir: str | None = None) -> None:
+    """Keep the verdict of `decision` (its notes and report; never its argv or environment)."""
     parts = key_parts(server_argv, options, mounts, environ)
     if parts is None:
         return
@@ -64,13 +74,8 @@ def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts,
             keys[path] = file_key(path)
         except OSError:
             return  # something it depends on vanished meanwhile: do not cache
-    store_result(result_path(_cache(cache_dir), "launch", *parts), {**decision, "dependencies": keys})
-
-
-def _cache(cache_dir: str | None):  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
-    return Path(cache_dir) if cache_dir else default_cache_dir()
+    verdict = {"notes": decision["notes"], "report": decision["report"], "dependencies": keys}
+    store_result(cache_dir or default_cache_dir(), "launch", parts, verdict)
 
 
 def command_line(argv: list[str], environment: dict[str, str]) -> str:

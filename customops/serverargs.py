@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from customops.errors import CustomopsError
 
+DEFAULT_BACKEND_DIRECTORY = "/opt/tritonserver/backends"  # where the server looks without --backend-directory
+
 
 @dataclass(frozen=True)
 class BackendSetting:

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from customops.cachedir import MapOf, Text, default_cache_dir
 from customops.errors import CustomopsError
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if profile:
             notes.append(f"using the profile {profile} (no container root given and no /opt/tritonserver here)")
     if profile:
-        container = read_profile(profile, str(args.cache_dir) if args.cache_dir else None)
+        container = read_profile(profile, None if args.no_cache else args.cache_dir or default_cache_dir())
     elif args.triton_release:
         container = from_release(args.triton_release)
     else:
@@ -155,19 +156,25 @@ def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] |
     return [str(args.cache_dir or ""), *parts]
 
 
+REPORT_SHAPE = {"report": Text(lines=True), "exit_code": frozenset({0, 1}), "dependencies": MapOf(str)}
+
+
 def cached_report(key: list[str]) -> dict | None:  # type: ignore[type-arg]
+    """The report stored under `key` if the cache trusts it, it has exactly REPORT_SHAPE, and nothing it
+    depended on has changed."""
     from customops.cachedir import file_key, load_result
 
-    hit = load_result(_report_path(key))
-    if not isinstance(hit, dict) or not isinstance(hit.get("report"), str):
+    cache_dir, *parts = key
+    hit = load_result(cache_dir or default_cache_dir(), "check", parts, REPORT_SHAPE)
+    if hit is None:
         return None
-    for path, identity in hit.get("dependencies", {}).items():
+    for path, identity in hit["dependencies"].items():
         try:
             if file_key(path) != identity:
                 return None
-        except OSError:
+        except (OSError, ValueError):
             return None
-    return hit
+    return hit  # type: ignore[no-any-return]
 
 
 def store_report(key: list[str], value: dict, depends_on: list[str]) -> None:  # type: ignore[type-arg]
@@ -177,14 +184,8 @@ def store_report(key: list[str], value: dict, depends_on: list[str]) -> None:  #
         identities = {path: file_key(path) for path in depends_on}
     except OSError:
         return  # something it depends on vanished meanwhile: do not cache
-    store_result(_report_path(key), {**value, "dependencies": identities})
-
-
-def _report_path(key: list[str]) -> Path:
-    from customops.cachedir import default_cache_dir, result_path
-
     cache_dir, *parts = key
-    return result_path(Path(cache_dir) if cache_dir else default_cache_dir(), "check", *parts)
+    store_result(cache_dir or default_cache_dir(), "check", parts, {**value, "dependencies": identities})
 
 
 def beside_repository(manifest, repositories: list[str]) -> str | None:  # type: ignore[no-untyped-def]

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warn-only", action="store_true", help="start the server even if the check fails")
     p.add_argument("--no-check", action="store_true", help="skip the check, only assemble the environment")
     p.add_argument("--dry-run", action="store_true", help="print the command line instead of running it")
-    p.add_argument("--no-cache", action="store_true", help="always run the check (do not reuse an earlier decision)")
+    p.add_argument("--no-cache", action="store_true", help="always run the check, reading and writing no cache "
+                   "(no earlier decision, no parse cache)")
     p.add_argument("--probe", action="store_true", help="the check also loads the op libraries with the real "
                    "frameworks in isolated child processes (as check --probe; the decision is then not cached)")
     p.add_argument("--probe-python", metavar="PATH", help="as check --probe-python")
@@ -52,6 +53,12 @@ def run(args: argparse.Namespace) -> int:
     decision = launch_cache.cached(argv, options, mounts, dict(os.environ)) if cache else None
     if decision is None:
         decision = _decide(args, argv, mounts, options, cache)
+    else:  # a cached verdict never says what to start: the current inputs do, exactly as for a check
+        from customops.launch import environment_for
+
+        command, environment = environment_for(argv, args.container_root, args.manifest, args.existing_preload,
+                                                mounts)
+        decision = {**decision, "argv": command, "environment": environment}
     for note in decision["notes"]:
         print(f"customops: note: {note}", file=sys.stderr)
     if decision["report"] is not None:
@@ -78,10 +85,12 @@ def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, ca
     from customops.codes import Severity
     from customops.commands.check import probe_settings
     from customops.launch import prepare
+    from customops.scanners.elfcache import ElfReader
 
     launch = prepare(argv, args.container_root, args.manifest, Severity.parse(args.fail_on) if args.fail_on else None,
                      run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts,
-                     probe=partial(probe_settings, args) if args.probe else None)
+                     probe=partial(probe_settings, args) if args.probe else None,
+                     reader=ElfReader(use_cache=not args.no_cache))
     report = None
     if launch.blocking:
         from rich.console import Console

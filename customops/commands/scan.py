@@ -7,6 +7,19 @@ import json
 import sys
 from pathlib import Path
 
+from customops.cachedir import CXX_ABI_SHAPE, MapOf
+
+# A cached record of any other shape is a miss (customops.scan.scan_record writes these).
+NAMES = [str]
+RECORD_SHAPE = {"class": frozenset({32, 64}), "byte_order": frozenset({"little", "big"}), "machine": str, "type": str,
+                "osabi": str, "interpreter": (str, None), "soname": (str, None), "needed": NAMES, "rpath": NAMES,
+                "runpath": NAMES, "flags": NAMES, "defined_count": int, "undefined_count": int,
+                "version_definitions": [{"index": int, "flags": int, "base": bool, "names": NAMES}],
+                "version_needs": MapOf(NAMES), "weak_version_needs": MapOf(NAMES), "version_maxima": MapOf(str),
+                "cxx_abi": CXX_ABI_SHAPE, "has_symtab": bool, "has_section_headers": bool}
+SYMBOL_SHAPE = {"name": str, "demangled": str, "bind": str, "type": str, "visibility": str, "defined": bool,
+                "size": int, "version": (str, None), "version_hidden": bool, "relocation": str}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help="show an ELF file as the dynamic linker sees it",
@@ -45,24 +58,25 @@ def _options(args: argparse.Namespace, with_symbols: bool) -> str:
 
 def _cached(args: argparse.Namespace, with_symbols: bool) -> list[dict] | None:
     """Warm path: every record from the result cache, before numpy or the ELF reader is imported."""
-    from customops.cachedir import default_cache_dir, file_key, load_result, result_path
+    from customops.cachedir import default_cache_dir, file_key, load_result
 
     cache = args.cache_dir or default_cache_dir()
+    shape = {**RECORD_SHAPE, "symbols": [SYMBOL_SHAPE]} if with_symbols else RECORD_SHAPE
     records = []
     for path in args.files:
         try:
             key = file_key(path)
         except OSError:
             return None  # let the reader produce the one-line error
-        record = load_result(result_path(cache, "scan", key, _options(args, with_symbols)))
-        if not isinstance(record, dict):
+        record = load_result(cache, "scan", (key, _options(args, with_symbols)), shape)
+        if record is None:
             return None
         records.append({"path": path, **record})
     return records
 
 
 def _scan(args: argparse.Namespace, with_symbols: bool) -> list[dict]:
-    from customops.cachedir import file_key, result_path, store_result
+    from customops.cachedir import file_key, store_result
     from customops.scan import scan_record
     from customops.scanners.elfcache import ElfReader
 
@@ -72,6 +86,6 @@ def _scan(args: argparse.Namespace, with_symbols: bool) -> list[dict]:
                for info in infos]
     if reader.cache_dir is not None:
         for path, record in zip(args.files, records, strict=True):
-            store_result(result_path(reader.cache_dir, "scan", file_key(path), _options(args, with_symbols)),
+            store_result(reader.cache_dir, "scan", (file_key(path), _options(args, with_symbols)),
                          {k: v for k, v in record.items() if k != "path"})
     return records

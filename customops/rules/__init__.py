@@ -11,8 +11,8 @@ from customops.scanners.linker import Prediction
 
 def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
               reader: ElfReader, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
-    findings = loading.check(plan, prediction, outcomes, ctx)
-    findings += collisions.check(plan, prediction, ctx)
+    findings = loading.check(plan, prediction, outcomes, ctx, reader)
+    findings += collisions.check(plan, prediction, ctx, reader)
     findings += versions.check(plan, ctx, reader, loaded=True)
     findings += versions.string_abi(plan, prediction, ctx, reader)
     findings += hygiene.check(plan, prediction, ctx, models)

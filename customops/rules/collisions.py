@@ -14,12 +14,13 @@ from collections import defaultdict
 from customops.findings import Finding
 from customops.plan import Context, LoadPlan
 from customops.scanners.demangle import demangle
+from customops.scanners.elfcache import ElfReader
 from customops.scanners.linker import Prediction
 
 SHOWN = 10
 
 
-def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]:
+def check(plan: LoadPlan, prediction: Prediction, ctx: Context, reader: ElfReader) -> list[Finding]:
     custom = {s.path: s for s in (*plan.preloads, *plan.dlopens) if s.purpose != "backend library"}
     preloaded = {s.path for s in plan.preloads}
     target = ctx.container.target  # type: ignore[attr-defined]
@@ -58,7 +59,7 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context) -> list[Finding]
                     pairs[("CO404", op_library, framework)].append(symbol)
     for (code, first, second), symbols in sorted(pairs.items()):
         findings.append(_pair(code, first, second, sorted({demangle(s) for s in symbols}), custom))
-    return findings + _same_soname(prediction, custom)
+    return findings + _same_soname(prediction, custom, reader)
 
 
 def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:  # type: ignore[type-arg]
@@ -86,14 +87,14 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _same_soname(prediction: Prediction, custom: dict) -> list[Finding]:  # type: ignore[type-arg]
+def _same_soname(prediction: Prediction, custom: dict, reader: ElfReader) -> list[Finding]:  # type: ignore[type-arg]
     by_soname: dict[str, dict[tuple[int, int] | None, str]] = defaultdict(dict)
     for obj in prediction.objects:
         if obj.soname:
             by_soname[obj.soname][_identity(obj.path)] = obj.name
     findings = []
     for path, step in custom.items():
-        soname = _soname_of(step.source)
+        soname = _soname_of(step.source, reader)
         files = by_soname.get(soname or "", {})
         others = {name for identity, name in files.items() if identity != _identity(step.source)}
         if soname and others:
@@ -104,11 +105,10 @@ def _same_soname(prediction: Prediction, custom: dict) -> list[Finding]:  # type
     return findings
 
 
-def _soname_of(path: str) -> str | None:
+def _soname_of(path: str, reader: ElfReader) -> str | None:
     from customops.errors import ElfError
-    from customops.scanners.elfcache import ElfReader
 
     try:
-        return ElfReader(use_cache=False).read(path).soname
+        return reader.read(path).soname
     except ElfError:
         return None

@@ -8,6 +8,7 @@ import re
 from customops.findings import Finding
 from customops.plan import Context, LoadPlan, LoadStep
 from customops.scanners.demangle import demangle
+from customops.scanners.elfcache import ElfReader
 from customops.scanners.linker import Binding, Prediction, StepOutcome
 
 NOT_LOADABLE = ("wrong ELF class", "invalid ELF header", "cannot be dlopen()ed", "data encoding",
@@ -16,12 +17,12 @@ VERSION_ERROR = re.compile(r"^(?P<provider>.*): version `(?P<version>[^']+)' not
 SHOWN = 20
 
 
-def check(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context
-          ) -> list[Finding]:
+def check(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
+          reader: ElfReader) -> list[Finding]:
     findings: list[Finding] = []
     for step, outcome in outcomes:
         assert isinstance(outcome, StepOutcome)
-        findings += _step(step, outcome, ctx)
+        findings += _step(step, outcome, ctx, reader)
     startup = next((o for o in prediction.outcomes if o.kind == "startup"), None)
     if startup is not None and startup.status in ("fatal", "crash"):
         findings += _startup(startup, plan)
@@ -51,7 +52,7 @@ def _what(step: LoadStep) -> str:
     return f"{step.purpose} {step.path}" + (f" of model '{step.model}'" if step.model else "")
 
 
-def _step(step: LoadStep, outcome: StepOutcome, ctx: Context) -> list[Finding]:
+def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> list[Finding]:
     findings: list[Finding] = []
     if outcome.status == "ignored":  # a preload ld.so could not map: only a warning to ld.so
         code = "CO303" if "ELF class" in outcome.message else "CO301"
@@ -59,7 +60,7 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context) -> list[Finding]:
         findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
                                       "starts without it", predicted=outcome.message, **_about(step)))
     elif outcome.status in ("failed", "crash"):
-        findings.append(_failure(step, outcome, ctx))
+        findings.append(_failure(step, outcome, ctx, reader))
     findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == "ok":
@@ -86,7 +87,7 @@ def _trt_logged(finding: Finding) -> Finding:
                                       "fails to deserialize (getPluginCreator could not find plugin ...)"))
 
 
-def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
+def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> Finding:
     message = outcome.message
     if not ctx.exists(step.path):
         suggestion = ctx.suggest_mount(step.path) if step.path.startswith("/") else None
@@ -103,7 +104,7 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
                        version=name, predicted=message, **_about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
-        framework = _framework_of(first, outcome, ctx)
+        framework = _framework_of(first, outcome, ctx, reader)
         if framework:
             return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
                                     f"{len(outcome.unresolved)} of its symbols are missing there, "
@@ -127,7 +128,7 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context) -> Finding:
     return Finding("CO304", f"{_what(step)} fails to load: {message}", predicted=message, **_about(step))
 
 
-def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context) -> str | None:
+def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> str | None:
     """The container framework library (a DT_NEEDED entry found in a backend directory) that exports the
     missing symbol's namespace: the library was built against another version of it. Decided from the
     demangled name and the framework's own symbols, with no list of frameworks."""
@@ -138,13 +139,12 @@ def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context) -> str |
     target = ctx.container.target  # type: ignore[attr-defined]
     backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
     from customops.errors import ElfError
-    from customops.scanners.elfcache import ElfReader
 
     host = target.host_path(outcome.request)
     if host is None:
         return None
     try:
-        needed = ElfReader().read(host).needed
+        needed = reader.read(host).needed
     except ElfError:
         return None
     mangled = f"_ZN{len(namespace)}{namespace}".encode()
@@ -153,7 +153,7 @@ def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context) -> str |
             candidate = target.host_path(f"{backend_dir}/{directory}/{name}")
             if candidate:
                 try:
-                    if ElfReader().read(candidate).symbols.names_containing(mangled).any():
+                    if reader.read(candidate).symbols.names_containing(mangled).any():
                         return name
                 except ElfError:
                     continue

@@ -1,11 +1,13 @@
 """Read ELF files once: an in-process memo plus an on-disk cache keyed by (dev, inode, size, mtime_ns).
 
-A cache entry holds the parsed header, dynamic section, version tables and table layout, plus the
-per-symbol relocation classes (the only costly derived data). The symbol and string tables are not
-copied: on a hit they are viewed again in the freshly mapped file, whose identity must still equal
-the key. Entries are written to a temporary file and renamed into place, so concurrent runs never see
-a half-written entry; an entry that is corrupt, truncated or from another format version is ignored
-and rebuilt, and a cache directory that cannot be written only costs speed.
+What is cached is only what is costly to derive: the per-symbol relocation classes and first relocation
+positions, from a pass over every relocation of the file. Everything else (header, dynamic section, version
+tables, table layout) is parsed again from the freshly mapped file on every hit, which costs little, so a
+cache entry cannot change what a file needs, exports or is named. An entry is used only if customops.cachedir
+trusts it (written by this user, in directories no one else can write) and it decodes exactly: magic and
+format version, the file's identity, the symbol count of the mapped file, indices strictly increasing and
+within the table, known classes. Anything else is a miss and the file is parsed in full; a cache directory
+that cannot be written, or is not trusted, only costs speed. Entries are renamed into place when complete.
 """
 
 from __future__ import annotations
@@ -13,36 +15,36 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
 
-from customops.cachedir import default_cache_dir
-from customops.errors import ElfError
+from customops import cachedir
 from customops.scanners.elf import (
+    RELOC_COPY,
+    RELOC_LAZY,
     ElfInfo,
     FileIdentity,
-    SymbolTable,
-    TableLayout,
-    VersionDefinition,
-    VersionNeed,
-    VersionRequirement,
+    _Parser,
     open_mapped,
     parse_elf,
 )
 
-FORMAT = b"COELF\x00\x05\x00"  # bump the last bytes whenever the entry layout or ElfInfo changes
-_HEADER = struct.Struct("<8sII")  # magic+version, json length, number of non-zero relocation classes
+FORMAT = b"COELF\x00\x06\x00"  # bump the last bytes whenever the entry layout or its meaning changes
+_HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
+_NO_RELOCATION = np.iinfo(np.uint32).max
+SUBDIR = "elf"
+
+# Derived facts kept beside an entry, each with the exact shape it must have to be used.
+FACT_SHAPES: dict[str, object] = {"cxx-abi": cachedir.CXX_ABI_SHAPE}
 
 
 class ElfReader:
     """Parses each distinct file at most once per process, and at most once per change on disk."""
 
     def __init__(self, cache_dir: Path | None = None, use_cache: bool = True) -> None:
-        self.cache_dir = (cache_dir or default_cache_dir()) if use_cache else None
+        self.cache_dir = cachedir.trusted_root(cache_dir) if use_cache else None  # None: no cache, or untrusted
         self._memo: dict[FileIdentity, ElfInfo] = {}
         self._facts: dict[tuple[FileIdentity, str], dict] = {}
         self.hits = 0
@@ -59,69 +61,42 @@ class ElfReader:
             self.misses += 1
             info = parse_elf(path, data, identity)
             if self.cache_dir:
-                self._store(info)
+                cachedir.write_entry(self.cache_dir, _entry_names(identity), encode_entry(info))
         else:
             self.hits += 1
         self._memo[identity] = info
         return info
 
     def facts(self, info: ElfInfo, name: str, compute: Callable[[ElfInfo], dict]) -> dict:
-        """Derived facts about a file (JSON-able), computed once per change on disk, cached beside its entry."""
+        """Derived facts about a file (JSON-able), computed once per change on disk, cached beside its entry
+        when FACT_SHAPES gives their shape (a stored value of another shape, or out of range, is recomputed)."""
         key = (info.identity, name)
         if key in self._facts:
             return self._facts[key]
-        path = self._entry_path(info.identity).with_suffix(f".{name}") if self.cache_dir else None
-        value = None
-        if path is not None:
-            try:
-                stored = json.loads(path.read_bytes())
-                if stored.get("format") == FORMAT.hex():
-                    value = stored["value"]
-            except (OSError, ValueError, AttributeError, KeyError):
-                value = None
+        shape = FACT_SHAPES.get(name)
+        root = self.cache_dir if shape is not None else None
+        names = _entry_names(info.identity, f".{name}")
+        value = decode_fact(cachedir.read_entry(root, names), shape, info) if root is not None else None
         if value is None:
             value = compute(info)
-            if path is not None:
-                _write_atomically(path, json.dumps({"format": FORMAT.hex(), "value": value}).encode())
+            if root is not None:
+                cachedir.write_entry(root, names, json.dumps({"format": FORMAT.hex(), "value": value}).encode())
         self._facts[key] = value
         return value
 
-    # -- disk ------------------------------------------------------------------------------
-    def _entry_path(self, identity: FileIdentity) -> Path:
-        assert self.cache_dir is not None
-        key = f"{identity.dev:x}-{identity.ino:x}-{identity.size:x}-{identity.mtime_ns:x}"
-        return self.cache_dir / key[-2:] / key
-
     def _load(self, path: str, data, identity: FileIdentity) -> ElfInfo | None:  # type: ignore[no-untyped-def]
-        try:
-            raw = self._entry_path(identity).read_bytes()
-        except OSError:
+        raw = cachedir.read_entry(self.cache_dir, _entry_names(identity)) if self.cache_dir else None
+        if raw is None:
             return None
         try:
-            return _decode_entry(path, data, identity, raw)
-        except ElfError:
-            raise
-        except Exception:  # a corrupt or foreign entry is a miss, never a crash
+            return _CachedParser(path, data, identity, raw).parse()
+        except Exception:  # a stale, foreign or damaged entry is a miss: the full parse decides (and reports)
             return None
 
-    def _store(self, info: ElfInfo) -> None:
-        _write_atomically(self._entry_path(info.identity), _encode_entry(info))
 
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    """Write to a temporary file and rename it into place: readers see the old entry or the new one."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        pass  # read-only or full cache directory: correct results, just slower
+def _entry_names(identity: FileIdentity, suffix: str = "") -> tuple[str, str, str]:
+    key = f"{identity.dev:x}-{identity.ino:x}-{identity.size:x}-{identity.mtime_ns:x}"
+    return SUBDIR, key[-2:], key + suffix
 
 
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
@@ -130,48 +105,64 @@ def _with_path(info: ElfInfo, path: str) -> ElfInfo:
     return replace(info, path=path)
 
 
-def _plain(value):  # type: ignore[no-untyped-def]
-    if is_dataclass(value):
-        return asdict(value)
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _encode_entry(info: ElfInfo) -> bytes:
-    meta = {f.name: _plain(getattr(info, f.name)) for f in fields(info) if f.name not in ("symbols", "path")}
+def encode_entry(info: ElfInfo) -> bytes:
     nonzero = np.flatnonzero(info.symbols.reloc_class).astype("<u4")
     classes = info.symbols.reloc_class[nonzero].astype("u1")
     first = info.symbols.reloc_first[nonzero].astype("<u4")
-    body = json.dumps(meta, separators=(",", ":")).encode()
-    return (_HEADER.pack(FORMAT, len(body), len(nonzero)) + body + nonzero.tobytes() + first.tobytes()
-            + classes.tobytes())
+    i = info.identity
+    return (_HEADER.pack(FORMAT, i.dev, i.ino, i.size, i.mtime_ns, info.layout.symbol_count, len(nonzero))
+            + nonzero.tobytes() + first.tobytes() + classes.tobytes())
 
 
-def _decode_entry(path: str, data, identity: FileIdentity, raw: bytes) -> ElfInfo | None:  # type: ignore[no-untyped-def]
-    magic, body_len, n = _HEADER.unpack_from(raw, 0)
-    if magic != FORMAT or len(raw) != _HEADER.size + body_len + 9 * n:
-        return None
-    meta = json.loads(raw[_HEADER.size:_HEADER.size + body_len])
-    if FileIdentity(**meta.pop("identity")) != identity:
-        return None
-    layout = TableLayout(**meta.pop("layout"))
-    pos = _HEADER.size + body_len
-    indices = np.frombuffer(raw, "<u4", n, pos)
-    first = np.frombuffer(raw, "<u4", n, pos + 4 * n)
-    classes = np.frombuffer(raw, "u1", n, pos + 8 * n)
-    reloc_class = np.zeros(layout.symbol_count, dtype=np.uint8)
+class StaleEntry(Exception):
+    """A cache entry that does not belong to the mapped file, or does not decode exactly."""
+
+
+def decode_relocations(raw: bytes, identity: FileIdentity, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(reloc_class, reloc_first) for a file of `count` dynamic symbols, from an entry checked in full."""
+    if len(raw) < _HEADER.size:
+        raise StaleEntry("truncated header")
+    magic, dev, ino, size, mtime_ns, symbols, n = _HEADER.unpack_from(raw, 0)
+    if magic != FORMAT or FileIdentity(dev, ino, size, mtime_ns) != identity:
+        raise StaleEntry("another format or another file")
+    if symbols != count or n > count or len(raw) != _HEADER.size + 9 * n:
+        raise StaleEntry("sizes do not match the file")
+    indices = np.frombuffer(raw, "<u4", n, _HEADER.size)
+    first = np.frombuffer(raw, "<u4", n, _HEADER.size + 4 * n)
+    classes = np.frombuffer(raw, "u1", n, _HEADER.size + 8 * n)
+    if n and (indices[0] < 1 or indices[-1] >= count or not np.all(indices[1:] > indices[:-1])):
+        raise StaleEntry("symbol indices out of order or out of range")
+    if not np.all((classes >= RELOC_LAZY) & (classes <= RELOC_COPY)) or np.any(first == _NO_RELOCATION):
+        raise StaleEntry("unknown relocation class")
+    reloc_class = np.zeros(count, dtype=np.uint8)
     reloc_class[indices] = classes
-    reloc_first = np.full(layout.symbol_count, np.iinfo(np.uint32).max, dtype=np.uint32)
+    reloc_first = np.full(count, _NO_RELOCATION, dtype=np.uint32)
     reloc_first[indices] = first
-    meta["version_definitions"] = tuple(
-        VersionDefinition(d["index"], d["flags"], d["hash"], tuple(d["names"])) for d in meta["version_definitions"]
-    )
-    meta["version_needs"] = tuple(
-        VersionNeed(n_["file"], tuple(VersionRequirement(**v) for v in n_["versions"])) for n_ in meta["version_needs"]
-    )
-    for key in ("needed", "rpath", "runpath"):
-        meta[key] = tuple(meta[key])
-    symbols = SymbolTable(path, data, layout, meta["elf_class"], meta["byte_order"], meta["machine_code"], reloc_class,
-                          reloc_first)
-    return ElfInfo(path=path, identity=identity, layout=layout, symbols=symbols, **meta)
+    return reloc_class, reloc_first
+
+
+class _CachedParser(_Parser):
+    """The full parser, except that the relocation pass (the one costly part) is replaced by a cache entry."""
+
+    def __init__(self, path: str, data, identity: FileIdentity, entry: bytes) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(path, data, identity)
+        self.entry = entry
+
+    def _relocation_classes(self, single: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
+        return decode_relocations(self.entry, self.identity, count)
+
+
+def decode_fact(raw: bytes | None, shape: object, info: ElfInfo) -> dict | None:
+    """A stored derived fact, if it has exactly `shape` and its counts fit the file; else None."""
+    if raw is None:
+        return None
+    try:
+        stored = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not cachedir.matches(stored, {"format": FORMAT.hex(), "value": shape}):
+        return None
+    value = stored["value"]
+    if any(type(v) is int and not 0 <= v <= info.symbols.count for v in value.values()):
+        return None
+    return value  # type: ignore[no-any-return]

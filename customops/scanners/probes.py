@@ -17,6 +17,8 @@ from customops import cachedir
 from customops.plan import LoadPlan, LoadStep
 from customops.probe import ProbeResult, onnxruntime_library, package_file, probe_group, tensorflow_ops
 
+PROBE_RESULT_SHAPE = cachedir.shape_of(ProbeResult)  # a cached result of any other shape is probed again
+TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
 FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 
@@ -85,29 +87,30 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     return probed
 
 
-def _cache_path(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> Path | None:
-    """Where a probe's result is kept: keyed by the interpreter, the framework file and the libraries, each
-    with its identity (None: no cache dir, or a file vanished)."""
+def _cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> list[str] | None:
+    """What a probe's result is kept under: the interpreter, the framework file and the libraries, each with
+    its identity (None: no cache dir, or a file vanished)."""
     if settings.cache_dir is None or identity is None:
         return None
     try:
         identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
     except OSError:
         return None
-    return cachedir.result_path(settings.cache_dir, "probes", kind, settings.python, identity, *sources, *identities)
+    return [kind, settings.python, identity, *sources, *identities]
 
 
 def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
             sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
-    path = _cache_path(settings, framework, identity, sources)
-    hit = cachedir.load_result(path) if path is not None else None
-    if isinstance(hit, list):
+    key = _cache_key(settings, framework, identity, sources)
+    hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
+    if hit is not None and len(hit) == len(sources):
         return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
                                     "registered": tuple(r["registered"]),
                                     "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
     results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
-    if path is not None and all(r.status != "timeout" for r in results):
-        cachedir.store_result(path, [{**asdict(r), "output": r.output[-4000:]} for r in results])
+    if key is not None and all(r.status != "timeout" for r in results):
+        cachedir.store_result(settings.cache_dir, "probes", key, [{**asdict(r), "output": r.output[-4000:]}
+                                                                  for r in results])
     return results
 
 
@@ -126,15 +129,16 @@ def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRe
     identity = package_file(settings.python, "tensorflow")
     if identity is None:
         return f"{settings.python} has no tensorflow package"
-    path = _cache_path(settings, "tensorflow-ops", identity, sources)
-    hit = cachedir.load_result(path) if path is not None else None
-    if isinstance(hit, dict):
+    key = _cache_key(settings, "tensorflow-ops", identity, sources)
+    hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
+    if hit is not None:
         return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
     found = tensorflow_ops(sources, settings.python, settings.timeout)
     if isinstance(found, str):
         return found
     registry = TensorflowRegistry(found[0], found[1], tuple(s.path for s in steps))
-    if path is not None:
-        cachedir.store_result(path, {"ops": sorted(registry.ops), "version": registry.version,
-                                     "libraries": list(registry.libraries)})
+    if key is not None:
+        cachedir.store_result(settings.cache_dir, "probes", key, {"ops": sorted(registry.ops),
+                                                                  "version": registry.version,
+                                                                  "libraries": list(registry.libraries)})
     return registry
