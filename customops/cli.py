@@ -1,27 +1,79 @@
 """The command line: argument parsing and dispatch only; each subcommand lives in customops/commands/.
 
 Exit status: 0 all good, 1 something will fail (or findings at/above --fail-on), 2 bad input or usage
-(one line on stderr naming the file and the reason), 3 an internal error (a bug in customops).
+(one line on stderr naming the file and the reason), 3 an internal error (a bug in customops). Standard
+output that cannot be written (closed, a full disk) is bad input too: `customops: standard output: <reason>`,
+2. A reader that goes away (`customops check ... | head -c1`) ends customops quietly with 141, the status a
+shell reports for grep or cat ended by SIGPIPE. Interrupted: 130 (SIGINT), 143 (SIGTERM), after the cleanup
+that `finally` blocks do, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import errno
 import gc
 import os
+import signal
 import sys
 from importlib import import_module
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO
 
 from customops import __version__, cleanup
-from customops.errors import CustomopsError
+from customops.errors import CustomopsError, printable
 
 SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "probe", "profile")
 EXIT_INTERNAL = 3
+EXIT_READER_GONE = 128 + signal.SIGPIPE
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with the offending argument in a usage error shown escaped (it may hold any bytes)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(printable(message))
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised wherever customops is, so that `finally` blocks remove what they created."""
+
+
+class ReaderGone(Exception):
+    """Standard output is a pipe whose reader has exited."""
+
+
+class Output:
+    """sys.stdout of the process: a write that fails names standard output (CustomopsError, exit 2) and a
+    reader that went away is ReaderGone, where the bare OSError would be an internal error. `stream` is None
+    when customops was started with descriptor 1 closed (`>&-`)."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self._call("write", text))
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            if self._stream is None:
+                raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+            return getattr(self._stream, name)(*args)
+        except BrokenPipeError:
+            raise ReaderGone from None
+        except OSError as exc:
+            raise CustomopsError(f"standard output: {exc.strerror or exc}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="customops",
         description="Will these custom-operation libraries load in this Triton container, and will they collide?",
     )
@@ -33,22 +85,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return int(args.run(args))
+        args = build_parser().parse_args(argv)
+        code = int(args.run(args))
+        sys.stdout.flush()  # a full disk or a closed descriptor shows here, where it can still be reported
+        return code
     except CustomopsError as exc:
-        print(f"customops: {exc}", file=sys.stderr)
+        print(f"customops: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except Terminated:
+        return EXIT_TERMINATED
+    except ReaderGone:
+        return EXIT_READER_GONE
     except Exception as exc:  # never a traceback for users; CUSTOMOPS_DEBUG=1 shows it for developers
         if os.environ.get("CUSTOMOPS_DEBUG"):
             raise
-        print(f"customops: internal error: {type(exc).__name__}: {exc} (set CUSTOMOPS_DEBUG=1 for details)",
-              file=sys.stderr)
+        print(f"customops: internal error: {type(exc).__name__}: {printable(str(exc))} "
+              "(set CUSTOMOPS_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
 
 
@@ -59,11 +114,50 @@ def run() -> NoReturn:
     of a cold check, and nothing customops holds needs a finaliser: files are closed and cache entries
     renamed into place before `main` returns."""
     gc.disable()
+    standard_streams()
+    signal.signal(signal.SIGTERM, _terminated)
     code = main()
     cleanup.remove_all()  # what is still registered (a throw-away skeleton): os._exit skips atexit
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BrokenPipeError:
-        pass
+    except (OSError, CustomopsError, ReaderGone):
+        pass  # already reported by main, or nowhere left to report it
     os._exit(code)
+
+
+def standard_streams() -> None:
+    """Descriptors 0-2 that customops was started without are opened on /dev/null, so that no file it opens
+    later becomes a child's standard stream or takes a report meant for standard output; writes to a
+    closed standard output still fail (see Output). Errors never go to standard output (print(file=None)
+    would): without a standard error they are lost. Text that standard output cannot encode is never an
+    error: see _exact_or_escaped."""
+    closed_stdout = sys.stdout is None
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    codecs.register_error("customops", _exact_or_escaped)
+    if sys.stdout is not None:
+        sys.stdout.reconfigure(errors="customops")  # type: ignore[union-attr]
+    sys.stdout = Output(None if closed_stdout else sys.stdout)  # type: ignore[assignment]
+
+
+def _exact_or_escaped(error: UnicodeError) -> tuple[str | bytes, int]:
+    """A byte of a path that is not UTF-8 (decoded with surrogateescape) goes out as the byte it was, so that
+    `customops env` and `launch --dry-run` print the exact path for a shell; anything else the encoding
+    lacks is written `\\uNNNN`. Reports never get here: they escape such bytes first (report.escape)."""
+    try:
+        return codecs.lookup_error("surrogateescape")(error)  # type: ignore[no-any-return]
+    except UnicodeError:
+        return codecs.backslashreplace_errors(error)
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise Terminated

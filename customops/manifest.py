@@ -21,11 +21,12 @@ Relative paths are relative to the manifest. An unknown key, a wrong type or a b
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 
 from customops.codes import CODES, Severity
-from customops.errors import InputError
+from customops.errors import InputError, printable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,6 +34,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MANIFEST_NAME = "customops.toml"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # control characters (Unicode category Cc)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,13 @@ def load_manifest(path: str | None) -> Manifest:
     def fail(reason: str) -> InputError:
         return InputError(path, f"CO106 {reason}")
 
+    def plain(where: str, value: str) -> str:
+        """A path or glob customops acts on: a control character in one (a newline that would end a line of
+        `customops env`, an escape sequence for a terminal) is refused, never passed on."""
+        if CONTROL.search(value):
+            raise fail(f"{where}: '{printable(value)}' contains a control character")
+        return value
+
     for section, value in data.items():
         if section not in SCHEMA:
             raise fail(f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
@@ -104,6 +113,7 @@ def load_manifest(path: str | None) -> Manifest:
             raise fail(f"[{section}] {key} must be a list of non-empty paths")
         resolved = []
         for value in values:
+            plain(f"[{section}] {key}", value)
             path = os.path.normpath(os.path.join(base, value))
             if not os.path.isabs(value) and not path.startswith(base.rstrip("/") + "/"):
                 raise fail(f"[{section}] {key}: {value!r} escapes the repository (give an absolute path if meant)")
@@ -123,10 +133,13 @@ def load_manifest(path: str | None) -> Manifest:
             raise fail("[check] ignore entries are tables with code and optionally library and symbol")
         if entry["code"] not in CODES:
             raise fail(f"[check] ignore: unknown code {entry['code']!r}")
-        library = entry.get("library")
+        if not all(isinstance(entry.get(k, ""), str) for k in ("library", "symbol")):
+            raise fail("[check] ignore: library and symbol are strings (globs)")
+        library, symbol = (plain(f"[check] ignore {k}", entry[k]) if k in entry else None
+                           for k in ("library", "symbol"))
         if library is not None and not os.path.isabs(library):
             library = os.path.normpath(os.path.join(base, library))
-        ignores.append(Ignore(entry["code"], library, entry.get("symbol")))
+        ignores.append(Ignore(entry["code"], library, symbol))
     return Manifest(
         path=os.path.abspath(path),
         trt_plugins=paths("tensorrt", "plugins"),
@@ -136,8 +149,8 @@ def load_manifest(path: str | None) -> Manifest:
         host_preload=paths("host", "preload"),
         fail_on=fail_on,
         ignore=tuple(ignores),
-        profile=os.path.normpath(os.path.join(base, data["check"]["profile"])) if "profile" in data.get("check", {})
-        else None,
+        profile=os.path.normpath(os.path.join(base, plain("[check] profile", data["check"]["profile"])))
+        if "profile" in data.get("check", {}) else None,
     )
 
 

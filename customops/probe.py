@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from customops import sandbox
+from customops.errors import printable
 
 # ONNX Runtime's own C API through ctypes, so no Python binding is needed: inside a Triton container the
 # probe uses the backend's libonnxruntime.so. Each library's RegisterCustomOps gets an OrtApi table in
@@ -202,12 +203,12 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
             return tuple(ProbeResult(p, "unavailable", message, None, "", ()) for p in paths)
     readable = (*paths, runtime) if runtime else tuple(paths)
     run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
-    version = _tagged(run.messages, "VERSION") or ""
-    builtin = tuple((_tagged(run.messages, "BUILTIN") or "").split())
+    version = printable(_tagged(run.messages, "VERSION") or "")
+    builtin = tuple(printable(_tagged(run.messages, "BUILTIN") or "").split())
 
     def result(library: str, status: str, message: str, signum: int | None = None, **found: Any) -> ProbeResult:
-        return ProbeResult(library, status, message, signum, run.output, run.files, framework_version=version,
-                           containment=run.containment, **found)
+        return ProbeResult(library, status, printable(message), signum, run.output, run.files,
+                           framework_version=version, containment=run.containment, **found)
 
     if run.error is not None:
         return tuple(result(p, "unavailable", f"the probe's sandbox failed: {run.error}") for p in paths)
@@ -220,7 +221,7 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
             break
         current = paths[len(results)]
         if tag == "REGISTERED" and len(fields) == 2 and fields[0] == current:
-            registered.append(fields[1])
+            registered.append(printable(fields[1]))
         elif tag == "LOADED" and fields == [current]:
             results.append(result(current, "loaded", "", registered=tuple(sorted(set(registered))),
                                   builtin_namespaces=builtin))

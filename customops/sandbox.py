@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from customops import cleanup
+from customops.errors import printable
 
 CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py").read_text()
 LAYERS = frozenset({"namespaces", "landlock", "other-uid"})  # what a probe may use; tests take some away
@@ -173,7 +174,7 @@ def _run(python: str, script: str, args: list[str], timeout: float, memory_mb: i
             return Run((), None, False, "", (), "", f"cannot run {python}: {exc.strerror or exc}")
         try:
             deadline = time.monotonic() + timeout
-            channels, timed_out = _collect(status_r, result_r, deadline)
+            status, results, timed_out = _collect(status_r, result_r, nonce, deadline)
             if not timed_out:  # every channel closed: the supervisor is exiting
                 try:
                     proc.wait(max(deadline - time.monotonic(), STOP_GRACE))
@@ -184,29 +185,65 @@ def _run(python: str, script: str, args: list[str], timeout: float, memory_mb: i
                 _stop(proc)
                 for fd in (status_r, result_r):
                     os.close(fd)
-        return _ended(channels[status_r], channels[result_r], nonce, proc.returncode, timed_out, _bounded(log))
+        return _ended(status, results, proc.returncode, timed_out, _bounded(log))
 
 
-def _collect(status_r: int, result_r: int, deadline: float) -> tuple[dict[int, bytes], bool]:
-    """Read both channels until every writer is gone (the probe's processes all ended) or the deadline;
-    each kept up to its limit. (their bytes by descriptor, whether the deadline passed)"""
-    kept = {status_r: bytearray(), result_r: bytearray()}
-    limits = {status_r: STATUS_LIMIT, result_r: RESULTS_LIMIT}
-    timed_out = False
+def _collect(status_r: int, result_r: int, nonce: str, deadline: float) -> tuple[bytes, _Lines, bool]:
+    """Read both channels until every writer is gone (the probe's processes all ended) or the deadline.
+    (the status channel's bytes, the result channel's lines, whether the deadline passed)"""
+    status = bytearray()
+    results = _Lines(nonce.encode() + b" ", RESULTS_LIMIT)
     with selectors.DefaultSelector() as selector:
-        for fd in kept:
+        for fd in (status_r, result_r):
             selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                timed_out = True
-                break
+                return bytes(status), results, True
             for key, _ in selector.select(remaining):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
                     selector.unregister(key.fd)
-                kept[key.fd] += chunk[:max(0, limits[key.fd] - len(kept[key.fd]))]
-    return {fd: bytes(data) for fd, data in kept.items()}, timed_out
+                elif key.fd == result_r:
+                    results.feed(chunk)
+                else:
+                    status += chunk[:max(0, STATUS_LIMIT - len(status))]
+    return bytes(status), results, False
+
+
+class _Lines:
+    """The result channel's lines as they arrive: those that start with the nonce are kept (at most `limit`
+    bytes in all), the others only counted, and never held: a library that floods the channel costs
+    customops no memory."""
+
+    def __init__(self, prefix: bytes, limit: int) -> None:
+        self.prefix = prefix
+        self.room = limit
+        self.kept: list[bytes] = []
+        self.foreign = 0
+        self._line = bytearray()
+        self._skipping = False  # the current line is not one to keep
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if not self._skipping:
+                self._line += chunk[start:] if end < 0 else chunk[start:end]
+                head = bytes(self._line[:len(self.prefix)])
+                if head != self.prefix[:len(head)] or len(self._line) > self.room:
+                    self._skipping = True
+                    self._line.clear()
+            if end < 0:
+                return
+            if self._skipping:
+                self.foreign += 1
+            elif self._line:
+                self.kept.append(bytes(self._line[len(self.prefix):]))
+                self.room -= len(self._line)
+            self._line.clear()
+            self._skipping = False
+            start = end + 1
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -220,42 +257,35 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def _ended(status_data: bytes, result_data: bytes, nonce: str, supervisor_status: int | None, timed_out: bool,
-           output: str) -> Run:
+def _ended(status_data: bytes, results: _Lines, supervisor_status: int | None, timed_out: bool, output: str) -> Run:
     status: dict[str, Any] = {}
     for line in status_data.split(b"\n")[:-1]:
         tag, _, value = line.partition(b" ")
         with contextlib.suppress(ValueError, RecursionError):
             status.setdefault(tag.decode("ascii", "replace"), json.loads(value))
-    messages, foreign = _messages(result_data, nonce)
-    if foreign:
-        output += f"\n[customops: {foreign} lines on the probe's private result channel were not the loader's]\n"
+    messages = _messages(results.kept)
+    if results.foreign:
+        output += f"\n[customops: {results.foreign} lines on the private result channel were not the loader's]\n"
     exit_status = supervisor_status
     with contextlib.suppress(TypeError, ValueError):
         exit_status = os.waitstatus_to_exitcode(status["EXIT"]) if "EXIT" in status else exit_status
-    files = status.get("FILES")
-    files = tuple(files) if isinstance(files, list) and all(isinstance(f, str) for f in files) else ()
+    listed = status.get("FILES")
+    files = tuple(printable(f) for f in listed if isinstance(f, str)) if isinstance(listed, list) else ()
     containment = Containment.parse(status.get("CONTAINMENT"))
     error = status.get("ERROR")
     return Run(messages, None if timed_out else exit_status, timed_out, output, files,
                containment.describe() if containment else "", error if isinstance(error, str) else None)
 
 
-def _messages(data: bytes, nonce: str) -> tuple[tuple[tuple[str, ...], ...], int]:
-    """(the lines that carry the nonce, decoded; how many other lines there were)."""
-    prefix = nonce.encode() + b" "
+def _messages(lines: list[bytes]) -> tuple[tuple[str, ...], ...]:
+    """The loader's messages: each a JSON list of strings (a line the nonce starts that is not one is dropped)."""
     found: list[tuple[str, ...]] = []
-    foreign = 0
-    for line in data.split(b"\n")[:-1]:  # what follows the last newline is an unfinished line
-        fields = None
-        if line.startswith(prefix):
-            with contextlib.suppress(ValueError, RecursionError):
-                fields = json.loads(line[len(prefix):])
-        if isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields):
-            found.append(tuple(fields))
-        else:
-            foreign += 1
-    return tuple(found), foreign
+    for line in lines:
+        with contextlib.suppress(ValueError, RecursionError):
+            fields = json.loads(line)
+            if isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields):
+                found.append(tuple(fields))
+    return tuple(found)
 
 
 def _bounded(log: IO[bytes]) -> str:

@@ -97,12 +97,13 @@ def main() -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != config["parent"]:
         os._exit(1)  # customops ended before we could follow it
-    prctl(PR_SET_DUMPABLE, 0)  # what the loader runs cannot ptrace us or read our /proc files
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a library's kill(1, SIGINT) must not end init
-    namespaces = enter_namespaces() if "namespaces" in config["layers"] else []
-    facts: dict[str, Any] = {"root": os.geteuid() == 0, "namespaces": namespaces}
+    facts: dict[str, Any] = {"root": os.geteuid() == 0, "namespaces": []}
     try:
-        if "PID" not in namespaces:
+        if "namespaces" in config["layers"]:
+            facts["namespaces"] = enter_namespaces()  # first: a non-dumpable process cannot write its uid_map
+        prctl(PR_SET_DUMPABLE, 0)  # what the loader runs cannot ptrace us or read our /proc files
+        if "PID" not in facts["namespaces"]:
             prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of the loader become ours, to be ended
             supervise(config, facts)
         init = os.fork()
@@ -182,9 +183,13 @@ def loader_ids(config: dict[str, Any], facts: dict[str, Any]) -> tuple[int, int]
     needed = [(sys.executable, os.X_OK), (os.path.dirname(config["sandbox"]), os.X_OK)]
     needed += [(path, os.R_OK) for path in config["readable"]]
     needed += [(path, os.R_OK | os.X_OK) for path in sys.path if os.path.isdir(path)]
-    os.setgroups([])
-    os.setresgid(-1, NOBODY, -1)
-    os.setresuid(-1, NOBODY, -1)
+    try:
+        os.setgroups([])
+        os.setresgid(-1, NOBODY, -1)
+        os.setresuid(-1, NOBODY, -1)
+    except OSError:  # root without CAP_SETUID or CAP_SETGID
+        os.setresgid(-1, gid, -1)
+        return uid, gid
     try:
         reachable = all(os.access(path, mode, effective_ids=True) for path, mode in needed)
     finally:
@@ -303,8 +308,8 @@ def run_script(script: str, args: list[str], fd: int, nonce: bytes) -> None:
     """Run the probe script with `emit`, which sends one result over the private channel; "END" when it
     returns. The process then ends at once: no library destructor or atexit handler runs after the report."""
 
-    def emit(*fields: str) -> None:
-        write_all(fd, nonce + b" " + json.dumps(fields).encode() + b"\n")
+    def emit(*fields: str) -> None:  # a newline first: an unfinished line a library wrote cannot swallow it
+        write_all(fd, b"\n" + nonce + b" " + json.dumps(fields).encode() + b"\n")
 
     sys.argv = ["-c", *args]
     code = 0
