@@ -23,5 +23,9 @@ class ElfError(InputError):
 
 
 def printable(path: str) -> str:
-    """A path as one line: control characters (a newline in a file name) are shown escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
+    """A path as one line: control characters (a newline in a file name) are shown escaped, and a byte
+    that is not UTF-8 (read as a lone surrogate) as `\\xNN`, as backslashreplace writes it."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                   else repr(c)[1:-1] for c in path)

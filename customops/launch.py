@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from customops.errors import CustomopsError
+from customops.errors import CustomopsError, printable
 from customops.launch_cache import command_line
-from customops.manifest import Manifest, find_manifest, load_manifest
+from customops.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.mounts import container_of, host_of
 from customops.plan import Context, merge
 from customops.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
@@ -51,8 +51,11 @@ class Launch:
         return [] if self.check is None else dependencies(self.check)
 
     def exports(self) -> str:
+        """Lines that are safe to `eval` whatever the paths hold: every value single-quoted (a newline,
+        `$(...)`, backticks and quotes stay data), and the comment lines printable, since a line break in
+        a comment would end it and make the rest a command."""
         lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
-        lines += [f"# and give tritonserver: {shlex.quote(a)}" for a in self.added_args]
+        lines += [f"# and give tritonserver: {printable(shlex.quote(a))}" for a in self.added_args]
         return "\n".join(lines)
 
 
@@ -138,9 +141,10 @@ def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tupl
     plan = merge([host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx), tensorrt.process(ctx)])
     ours = [s.path for s in plan.preloads]
     for path in ours:
-        if " " in path or ":" in path or not path.startswith("/"):
-            raise CustomopsError(f"CO307 LD_PRELOAD entry {path!r} is unusable (relative, or contains a space or "
-                                 "a colon, which ld.so treats as separators)")
+        if " " in path or ":" in path or not path.startswith("/") or CONTROL.search(path):
+            raise CustomopsError(f"CO307 LD_PRELOAD entry '{printable(path)}' is unusable (relative, or contains "
+                                 "a space or a colon, which ld.so treats as separators, or a control character, which "
+                                 "customops refuses in the paths it exports)")
     environment: dict[str, str] = {}
     existing = [p for p in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
     if ours:

@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from customops.cachedir import MapOf, Text, default_cache_dir
-from customops.errors import CustomopsError
+from customops.errors import CustomopsError, InputError
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 
@@ -96,10 +98,9 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.format == "text":
         if args.output:
-            from rich.console import Console
+            from customops.report.escape import console
 
-            with open(args.output, "w") as f:
-                report.render_text(result, fail_on, exit_code, base, Console(file=f, soft_wrap=True))
+            write_file(args.output, lambda f: report.render_text(result, fail_on, exit_code, base, console(f)))
         else:
             report.render_text(result, fail_on, exit_code, base)
     else:
@@ -131,10 +132,19 @@ def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-unty
 
 def emit(text: str, output: str | None) -> None:
     if output:
-        with open(output, "w") as f:
-            f.write(text if text.endswith("\n") else text + "\n")
+        write_file(output, lambda f: f.write(text if text.endswith("\n") else text + "\n"))
     else:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def write_file(output: str, write: Callable[[TextIO], object]) -> None:
+    """--output: UTF-8 whatever the locale (JUnit declares it); a file that cannot be written (a missing
+    directory, a full disk: the error may come only when it is closed) is one line naming it, exit 2."""
+    try:
+        with open(output, "w", encoding="utf-8", errors="backslashreplace") as f:
+            write(f)
+    except OSError as exc:
+        raise InputError(output, exc.strerror or str(exc)) from None
 
 
 def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] | None:

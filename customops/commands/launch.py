@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+
+from customops.errors import CustomopsError, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                                                 mounts)
         decision = {**decision, "argv": command, "environment": environment}
     for note in decision["notes"]:
-        print(f"customops: note: {note}", file=sys.stderr)
+        print(f"customops: note: {printable(note)}", file=sys.stderr)
     if decision["report"] is not None:
         sys.stderr.write(decision["report"])
         if not args.warn_only:
@@ -72,8 +75,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvpe(decision["argv"][0], decision["argv"], {**os.environ, **decision["environment"]})
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # Python ignores it; the server should not inherit that
+    try:
+        os.execvpe(decision["argv"][0], decision["argv"], {**os.environ, **decision["environment"]})
+    except OSError as exc:
+        raise not_started(decision["argv"][0], exc) from None
     return 0  # not reached
+
+
+def not_started(program: str, exc: OSError) -> CustomopsError:
+    """What a shell says and returns when it cannot run a command: 127 for one that does not exist ("not
+    found" for a name looked up in PATH), 126 for one that cannot be executed ("Permission denied")."""
+    error = CustomopsError(f"{program}: " + ("not found" if isinstance(exc, FileNotFoundError) and "/" not in program
+                                               else exc.strerror or str(exc)))
+    error.exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
+    return error
 
 
 def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, cache: bool) -> dict:  # type: ignore[no-untyped-def]

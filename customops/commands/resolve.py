@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -60,6 +59,7 @@ def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-
 
 def run(args: argparse.Namespace) -> int:
     from customops.mounts import parse_mount
+    from customops.report.escape import dumps
     from customops.report.resolve import prediction_record, render_prediction
     from customops.scanners.elfcache import ElfReader
     from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     linker = Linker(target, ElfReader(args.cache_dir, use_cache=not args.no_cache))
     prediction = linker.run(Scenario(executable, environment, tuple(steps)))
     if args.format == "json":
-        sys.stdout.write(json.dumps(prediction_record(prediction, target)))
+        sys.stdout.write(dumps(prediction_record(prediction, target)))
         sys.stdout.write("\n")
     else:
         render_prediction(prediction, target)

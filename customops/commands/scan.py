@@ -41,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     if records is None:
         records = _scan(args, with_symbols)
     if args.format == "json":
+        from customops.report.escape import dumps
         from customops.schemas import SCAN as SCAN_SCHEMA
 
-        sys.stdout.write(json.dumps({"schema": SCAN_SCHEMA, "files": records}))
+        sys.stdout.write(dumps({"schema": SCAN_SCHEMA, "files": records}))
         sys.stdout.write("\n")
     else:
         from customops.report.scan import render_scan

@@ -1,14 +1,22 @@
-"""Render a CheckResult: text (rich), json, sarif, junit, github. Reports only render."""
+"""Render a CheckResult: text (rich), json, sarif, junit, github. Reports only render.
+
+Everything a report shows from the repository is untrusted (see customops.report.escape): JSON and SARIF
+carry names exactly, except that a byte that is not UTF-8 becomes the text `\\xNN`, and SARIF's URIs
+percent-encode the bytes of the path (`%FF`); JUnit and the text report show control characters escaped
+(`\\x1b`, `\\n`), GitHub annotations too except line breaks (%0A, which GitHub decodes), so no name can end
+a line, a command or an XML document, or reach a terminal as an escape sequence or rich markup.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 
 from customops import __version__, schemas
 from customops.codes import CODES, Severity
 from customops.findings import Finding
+from customops.report.escape import console as new_console
+from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
 
 CHECK_SCHEMA = schemas.CHECK
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -54,10 +62,12 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
         "findings": [finding_record(f, base) for f in result.findings],
         "notes": result.notes,
     }
-    return json.dumps(record, indent=2)
+    return dumps(record, indent=2)
 
 
 def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
+    from urllib.parse import quote  # URIs: spaces, `%`, `#` and bytes that are not UTF-8 percent-encoded
+
     used = sorted({f.code for f in result.findings})
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
@@ -70,7 +80,7 @@ def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
                        "message": {"text": f.message + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
         path = relative(f.file, base)
         if path:
-            location: dict = {"artifactLocation": {"uri": path}}
+            location: dict = {"artifactLocation": {"uri": quote(os.fsencode(path))}}
             if not os.path.isabs(path):
                 location["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
             if f.line:
@@ -88,16 +98,16 @@ def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
                   "originalUriBaseIds": {"%SRCROOT%": {"uri": _uri(base)}} if base else {},
                   "results": results}],
     }
-    return json.dumps(sarif, indent=2)
+    return dumps(sarif, indent=2)
 
 
 def _uri(base: str) -> str:
-    return "file://" + os.path.abspath(base).rstrip("/") + "/"
+    from urllib.parse import quote
+
+    return "file://" + quote(os.fsencode(os.path.abspath(base).rstrip("/") + "/"))
 
 
 def to_junit(result, fail_on: Severity, base: str | None) -> str:  # type: ignore[no-untyped-def]
-    from xml.sax.saxutils import escape as xml_escape  # imports urllib and http (~35 ms): only when asked for
-
     groups: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
         groups[f.model or "(server)"].append(f)
@@ -109,62 +119,62 @@ def to_junit(result, fail_on: Severity, base: str | None) -> str:  # type: ignor
         body = ""
         if failing:
             failures += 1
-            text = "\n".join(f"{f.code} {f.level}: {f.message}"
-                             + (f"\n  predicted: {f.predicted}" if f.predicted else "") for f in failing)
-            body = (f'<failure message="{xml_escape(failing[0].code + " " + failing[0].message, {chr(34): "&quot;"})}" '
-                    f'type="{failing[0].code}">{xml_escape(text)}</failure>')
-        cases.append(f'  <testcase classname="customops.check" name="{xml_escape(name, {chr(34): "&quot;"})}">'
-                     f"{body}</testcase>")
+            text = "\n".join(f"{f.code} {f.level}: {printable(f.message)}"
+                             + (f"\n  predicted: {_lines(f.predicted)}" if f.predicted else "") for f in failing)
+            body = (f'<failure message="{xml(printable(failing[0].code + " " + failing[0].message), True)}" '
+                    f'type="{failing[0].code}">{xml(text)}</failure>')
+        cases.append(f'  <testcase classname="customops.check" name="{xml(printable(name), True)}">{body}</testcase>')
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<testsuite name="customops check" tests="{len(names)}" failures="{failures}" errors="0">\n'
             + "\n".join(cases) + "\n</testsuite>\n")
 
 
+def _lines(text: str) -> str:
+    """Multi-line text (a runtime's message) with every line printable."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 def to_github(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
+    """One workflow command per line: GitHub ends a command at a line break, its properties at `,` and
+    `::`, so values are escaped by its rules (github_property, github_data)."""
     lines = []
     level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
     for f in result.findings:
-        props = [f"title={f.code}"]
+        props = [f"title={github_property(f.code)}"]
         path = relative(f.file, base)
         if path:
-            props.insert(0, f"file={path}")
+            props.insert(0, f"file={github_property(path)}")
             if f.line:
                 props.insert(1, f"line={f.line}")
-        message = (f.message + (f" | predicted: {f.predicted}" if f.predicted else "")).replace("%", "%25")
-        message = message.replace("\r", "%0D").replace("\n", "%0A")
+        message = github_data(f.message + (f" | predicted: {f.predicted}" if f.predicted else ""))
         lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
     return "\n".join(lines) + ("\n" if lines else "")
-
-
 def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None) -> None:  # type: ignore[no-untyped-def]
-    from rich.console import Console
-    from rich.markup import escape
-
-    console = console or Console(soft_wrap=True)
+    console = console or new_console()
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
     facts = result.container.facts
     source = result.container.target.root if result.container.target else facts.source
-    console.print(f"[bold]customops check[/]: {len(result.models)} model(s) against {escape(str(source))}"
-                  + (f" (Triton {facts.triton_version})" if facts.triton_version else ""))
+    console.print(f"[bold]customops check[/]: {len(result.models)} model(s) against {markup(str(source))}"
+                  + (f" (Triton {markup(facts.triton_version)})" if facts.triton_version else ""))
     by_model: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
         by_model[f.model or "(server)"].append(f)
     for model in sorted(by_model, key=lambda m: (-max(int(f.level) for f in by_model[m]), m)):
-        console.rule(f"[bold]{escape(model)}")
+        console.rule(f"[bold]{markup(model)}")
         for f in by_model[model]:
             where = relative(f.file, base)
             location = f"{where}:{f.line}:{f.column}: " if where and f.line else (f"{where}: " if where else "")
-            console.print(f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] {escape(location)}{escape(f.message)}")
+            console.print(f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] {markup(location)}{markup(f.message)}")
             if f.predicted:
-                console.print(f"    [dim]runtime:[/] {escape(f.predicted)}")
+                console.print(f"    [dim]runtime:[/] {markup(f.predicted)}")
             for line in f.evidence[:12]:
-                console.print(f"    [dim]{escape(line)}[/]")
-            console.print(f"    [dim]fix:[/] {escape(f.hint)}")
-    clean = [m.name for m in result.models if m.name not in by_model]
-    if clean:
-        console.print(f"[green]no findings:[/] {escape(', '.join(clean))}")
+                console.print(f"    [dim]{markup(line)}[/]")
+            console.print(f"    [dim]fix:[/] {markup(f.hint)}")
+    untouched = [m.name for m in result.models if m.name not in by_model]
+    if untouched:
+        console.print(f"[green]no findings:[/] {markup(', '.join(untouched))}")
     for note in result.notes:
-        console.print(f"[dim]note: {escape(note)}[/]")
+        console.print(f"[dim]note: {markup(note)}[/]")
     c = counts(result.findings)
     verdict = "[bold red]FAIL[/]" if exit_code else "[bold green]OK[/]"
     console.print(f"{verdict} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "

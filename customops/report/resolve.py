@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
 from customops import schemas
+from customops.report.escape import console as new_console
+from customops.report.escape import markup
 from customops.scanners.demangle import demangle
 from customops.scanners.linker import Binding, Definition, Prediction
 from customops.scanners.target import LinkerTarget
@@ -88,40 +89,40 @@ def _collapse(attempts) -> list[tuple[str, str, str, int]]:  # type: ignore[no-u
 
 
 def render_prediction(prediction: Prediction, target: LinkerTarget, console: Console | None = None) -> None:
-    console = console or Console(soft_wrap=True)
+    console = console or new_console()
     for note in target.assumptions:
-        console.print(f"[dim]assumed: {escape(note)}[/]")
+        console.print(f"[dim]assumed: {markup(note)}[/]")
     for outcome in prediction.outcomes:
         style = STATUS_STYLE.get(outcome.status, "")
-        console.print(f"[{style}]{outcome.status:>7}[/] {outcome.kind} {escape(outcome.request)}")
+        console.print(f"[{style}]{outcome.status:>7}[/] {outcome.kind} {markup(outcome.request)}")
         if outcome.message:
-            console.print(f"         [{style}]{escape(outcome.message)}[/]")
+            console.print(f"         [{style}]{markup(outcome.message)}[/]")
         for warning in outcome.warnings:
             if warning != outcome.message:
-                console.print(f"         [yellow]{escape(warning)}[/]")
+                console.print(f"         [yellow]{markup(warning)}[/]")
         for search in outcome.searches:
             if search.found is None:
-                console.print(f"         {escape(search.name)} (needed by {escape(search.requested_by)}): "
+                console.print(f"         {markup(search.name)} (needed by {markup(search.requested_by)}): "
                               "not found; paths considered, in order:")
                 for i, (path, source, result, subdirs) in enumerate(_collapse(search.attempts), 1):
                     extra = f", and {subdirs} hwcaps subdirectories before it" if subdirs else ""
-                    console.print(f"           {i}. {escape(path)}  "
-                                  f"[dim]({escape(source)}: {escape(result)}{extra})[/]")
+                    console.print(f"           {i}. {markup(path)}  "
+                                  f"[dim]({markup(source)}: {markup(result)}{extra})[/]")
         for binding in outcome.unresolved:
-            console.print(f"         [red]undefined[/] {escape(demangle(binding.symbol))}"
-                          f"{', version ' + binding.version if binding.version else ''} "
-                          f"(referenced by {escape(binding.referrer)}, needed at load)")
+            console.print(f"         [red]undefined[/] {markup(demangle(binding.symbol))}"
+                          f"{', version ' + markup(binding.version) if binding.version else ''} "
+                          f"(referenced by {markup(binding.referrer)}, needed at load)")
         for binding in outcome.lazy_failures:
-            console.print(f"         [yellow]undefined[/] {escape(demangle(binding.symbol))} "
-                          f"(referenced by {escape(binding.referrer)}; fails at its first call, exit 127)")
+            console.print(f"         [yellow]undefined[/] {markup(demangle(binding.symbol))} "
+                          f"(referenced by {markup(binding.referrer)}; fails at its first call, exit 127)")
     if prediction.exit_message:
-        console.print(f"[bold red]the process dies:[/] {escape(prediction.exit_message)}")
-    console.print(f"global scope: {escape(' '.join(prediction.global_scope))}")
+        console.print(f"[bold red]the process dies:[/] {markup(prediction.exit_message)}")
+    console.print(f"global scope: {markup(' '.join(prediction.global_scope))}")
     for shown, binding in enumerate(notable_interpositions(prediction, target)):
         if shown == 20:
             console.print("  ... (use --format json for all)")
             break
         losers = ", ".join(d.object for d in binding.losers)
         assert binding.winner is not None  # an interposition has a winner
-        console.print(f"  interposed: {escape(demangle(binding.symbol))} -> {escape(binding.winner.object)} "
-                      f"(over {escape(losers)}; referenced by {escape(binding.referrer)})")
+        console.print(f"  interposed: {markup(demangle(binding.symbol))} -> {markup(binding.winner.object)} "
+                      f"(over {markup(losers)}; referenced by {markup(binding.referrer)})")

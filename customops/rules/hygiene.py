@@ -6,6 +6,7 @@ import os
 import stat
 
 from customops.findings import Finding
+from customops.manifest import CONTROL
 from customops.plan import Context, LoadPlan
 from customops.scanners.linker import Prediction
 
@@ -17,6 +18,8 @@ def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()
         problem = None
         if " " in step.path or ":" in step.path:
             problem = "contains a space or a colon, which ld.so treats as separators"
+        elif CONTROL.search(step.path):
+            problem = "contains a control character, which customops refuses in the paths it exports (launch, env)"
         elif not step.path.startswith("/"):
             problem = "is relative: ld.so resolves it against whatever directory the server starts in"
         elif secure:
