@@ -19,7 +19,9 @@ import struct
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
+from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,6 +32,8 @@ ELFCLASS32, ELFCLASS64 = 1, 2
 ELFDATA2LSB, ELFDATA2MSB = 1, 2
 ET_NAMES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+PF_W = 2
+ET_EXEC, ET_DYN = 2, 3
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
 PN_XNUM = 0xFFFF
 
@@ -44,12 +48,12 @@ DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
 
 # DT_FLAGS and DT_FLAGS_1 bits that change loading
 DF_SYMBOLIC, DF_BIND_NOW = 0x2, 0x8
-DF_1_NOW, DF_1_GLOBAL, DF_1_NODELETE, DF_1_NOOPEN, DF_1_NODEFLIB = 0x1, 0x2, 0x8, 0x40, 0x800
+DF_1_NOW, DF_1_GLOBAL, DF_1_NODELETE, DF_1_NOOPEN, DF_1_NODEFLIB, DF_1_PIE = 0x1, 0x2, 0x8, 0x40, 0x800, 0x8000000
 FLAG_NAMES = {DF_SYMBOLIC: "SYMBOLIC", DF_BIND_NOW: "BIND_NOW", 0x1: "ORIGIN", 0x4: "TEXTREL", 0x10: "STATIC_TLS"}
 FLAG_1_NAMES = {
     DF_1_NOW: "NOW", DF_1_GLOBAL: "GLOBAL", 0x4: "GROUP", DF_1_NODELETE: "NODELETE", 0x10: "LOADFLTR",
     0x20: "INITFIRST", DF_1_NOOPEN: "NOOPEN", 0x80: "ORIGIN", 0x100: "DIRECT", 0x400: "INTERPOSE",
-    DF_1_NODEFLIB: "NODEFLIB", 0x1000: "NODUMP", 0x8000000: "PIE",
+    DF_1_NODEFLIB: "NODEFLIB", 0x1000: "NODUMP", DF_1_PIE: "PIE",
 }
 
 # symbols
@@ -732,6 +736,55 @@ def loader_ranges(path: str) -> list[tuple[int, int]]:
     return merged
 
 
+class Segment(NamedTuple):
+    """One program header."""
+
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    filesz: int
+    memsz: int
+    align: int
+
+
+class _Mappings:
+    """Whether the kernel grants one mmap() of ld.so's, from its length, file offset and protection alone
+    (where it lands in the address space depends on the process, which no model of a file can know)."""
+
+    def __init__(self, elf_class: int, machine: int, page: int) -> None:
+        # TASK_SIZE: x86-64 with 4-level page tables, AArch64 with 48-bit addresses, a 32-bit process
+        self.space = (1 << 47) - page if machine == 62 else 1 << 48 if elf_class == 64 else (1 << 32) - 2 * page
+        self.page = page
+        self.commit = _commit_limit()
+
+    def fits(self, length: int, offset: int | None, writable: bool) -> bool:
+        if not length or length > self.space:  # EINVAL, ENOMEM
+            return False
+        if offset is not None and offset + length > (1 << 63) - 1:  # EOVERFLOW: past the largest file offset
+            return False
+        # A private writable mapping is charged against the commit limit when it is made.
+        return not (writable and self.commit is not None and length > self.commit)
+
+
+@cache
+def _commit_limit() -> int | None:
+    """The largest private writable mapping this machine's kernel commits, in bytes (None: no limit):
+    vm.overcommit_memory 0 refuses one larger than RAM plus swap, 2 beyond the commit limit, 1 nothing."""
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            mode = int(f.read())
+        with open("/proc/meminfo") as f:
+            info = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f if ":" in line)}
+        if mode == 1:
+            return None
+        if mode == 2:
+            return info["CommitLimit"] - info["Committed_AS"]
+        return info["MemTotal"] + info["SwapTotal"]
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
 class _Parser:
     def __init__(self, path: str, data: mmap.mmap | bytes, identity: FileIdentity) -> None:
         self.path = path
@@ -770,13 +823,14 @@ class _Parser:
         if e_phnum == PN_XNUM:
             raise self.fail("program header count in section 0 (PN_XNUM) is not supported")
         segments = self._program_headers(e_phoff, e_phentsize, e_phnum)
-        self.loads = [s for s in segments if s[0] == PT_LOAD]
+        self.loads = [s for s in segments if s.type == PT_LOAD]
+        self._check_mapping(segments, e_type)
         interp = self._interpreter(segments)
         has_shdrs, has_symtab, dynsym_shdr_count = self._section_headers(e_shoff, e_shentsize, e_shnum)
         dyn = self._dynamic(segments)
         return self._build(e_type, osabi, interp, dyn, has_shdrs, has_symtab, dynsym_shdr_count)
 
-    def _program_headers(self, off: int, entsize: int, num: int) -> list[tuple[int, int, int, int, int]]:
+    def _program_headers(self, off: int, entsize: int, num: int) -> list[Segment]:
         fmt = self.endian + ("IIQQQQQQ" if self.elf_class == 64 else "IIIIIIII")
         want = struct.calcsize(fmt)
         if num and entsize < want:
@@ -786,17 +840,68 @@ class _Parser:
         for i in range(num):
             f = struct.unpack_from(fmt, self.data, off + i * entsize)
             if self.elf_class == 64:
-                p_type, _pf, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _al = f
+                p_type, p_flags, p_offset, p_vaddr, _pa, p_filesz, p_memsz, p_align = f
             else:
-                p_type, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _pf, _al = f
-            out.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz))
+                p_type, p_offset, p_vaddr, _pa, p_filesz, p_memsz, p_flags, p_align = f
+            out.append(Segment(p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, p_align))
         return out
 
-    def _interpreter(self, segments: list[tuple[int, int, int, int, int]]) -> str | None:
-        for p_type, p_offset, _va, p_filesz, _m in segments:
-            if p_type == PT_INTERP:
-                self.need(p_offset, p_filesz, "PT_INTERP")
-                return _decode(bytes(self.data[p_offset:p_offset + p_filesz]).split(b"\0", 1)[0])
+    def _check_mapping(self, segments: list[Segment], e_type: int) -> None:
+        """What _dl_map_object_from_fd and _dl_map_segments (glibc 2.36) refuse, in their order and with
+        their messages, for the page size of this machine: every PT_LOAD's address and offset congruent
+        modulo the page size; at least one PT_LOAD; a dynamic section; then the mappings themselves. The
+        first segment reserves the whole image (last end - first start, unsigned, so segments out of order
+        wrap around), each later one is mapped over it; with gaps between segments, the last must not start
+        below the first one's end. A mapping fails when it is empty, larger than the address space, past the
+        largest file offset, or writable and larger than the kernel will commit (vm.overcommit_memory).
+        Segments may overlap or be out of order otherwise: ld.so maps them anyway, the later over the
+        earlier. ET_EXEC files are refused by the loader before mapping, and executables are the kernel's."""
+        page, wrap = mmap.PAGESIZE, (1 << self.elf_class) - 1
+        loads: list[tuple[int, int, int, int, int, bool]] = []  # mapstart, mapend, dataend, allocend, mapoff, writable
+        align_max, dynamic, empty_dynamic = 0, 0, False
+        for s in segments:
+            if s.type == PT_DYNAMIC:
+                if s.filesz == 0:
+                    empty_dynamic = True  # usually separate debug information
+                else:
+                    dynamic = s.vaddr
+            elif s.type == PT_LOAD:
+                if (s.vaddr - s.offset) & (page - 1):
+                    raise self.fail("ELF load command address/offset not page-aligned")
+                loads.append((s.vaddr & ~(page - 1), (s.vaddr + s.filesz + page - 1) & ~(page - 1) & wrap,
+                              (s.vaddr + s.filesz) & wrap, (s.vaddr + s.memsz) & wrap, s.offset & ~(page - 1),
+                              bool(s.flags & PF_W)))
+                if s.align & (s.align - 1) == 0 and s.align > align_max:  # powerof2()
+                    align_max = s.align
+        if not loads:
+            raise self.fail("object file has no loadable segments")
+        if e_type != ET_DYN:
+            return
+        if not dynamic or empty_dynamic:
+            raise self.fail("object file has no dynamic section")
+        maps = _Mappings(self.elf_class, self.machine, page)
+        first, last = loads[0], loads[-1]
+        length = (last[3] - first[0]) & wrap
+        if align_max > page:  # a PROT_NONE reservation large enough to align the image, then the image in it
+            reserve = (length + align_max if length >= align_max else 2 * align_max) & wrap
+            if not maps.fits(reserve, None, False):
+                raise self.fail("failed to map segment from shared object")
+        if not maps.fits(length, first[4], first[5]):
+            raise self.fail("failed to map segment from shared object")
+        if any(a[1] != b[0] for a, b in pairwise(loads)) and last[0] < first[1]:
+            raise self.fail("ELF load command address/offset not page-aligned")
+        for i, (mapstart, mapend, dataend, allocend, mapoff, writable) in enumerate(loads):
+            if i and mapend > mapstart and not maps.fits(mapend - mapstart, mapoff, writable):
+                raise self.fail("failed to map segment from shared object")
+            zeropage = min((dataend + page - 1) & ~(page - 1), allocend)
+            if allocend > dataend and allocend > zeropage and not maps.fits(allocend - zeropage, None, writable):
+                raise self.fail("cannot map zero-fill pages")
+
+    def _interpreter(self, segments: list[Segment]) -> str | None:
+        for s in segments:
+            if s.type == PT_INTERP:
+                self.need(s.offset, s.filesz, "PT_INTERP")
+                return _decode(bytes(self.data[s.offset:s.offset + s.filesz]).split(b"\0", 1)[0])
         return None
 
     def _section_headers(self, off: int, entsize: int, num: int) -> tuple[bool, bool, int | None]:
@@ -814,13 +919,14 @@ class _Parser:
                 dynsym_count = sh_size // sh_entsize
         return True, has_symtab, dynsym_count
 
-    def _dynamic(self, segments: list[tuple[int, int, int, int, int]]) -> list[tuple[int, int]]:
-        dyn_seg = next((s for s in segments if s[0] == PT_DYNAMIC), None)
+    def _dynamic(self, segments: list[Segment]) -> list[tuple[int, int]]:
+        """The entries of the last non-empty PT_DYNAMIC, read where it is mapped (as ld.so's l_ld)."""
+        dyn_seg = next((s for s in reversed(segments) if s.type == PT_DYNAMIC and s.filesz), None)
         if dyn_seg is None:
-            raise self.fail("no PT_DYNAMIC segment (not a dynamically linked object)")
-        _t, off, _va, filesz, _m = dyn_seg
+            raise self.fail("object file has no dynamic section")
+        filesz = dyn_seg.filesz
         entsize = 16 if self.elf_class == 64 else 8
-        self.need(off, filesz, "dynamic section")
+        off = self.offset_of(dyn_seg.vaddr, filesz, "dynamic section")
         words = np.frombuffer(
             self.data, self.endian + ("i8" if self.elf_class == 64 else "i4"), (filesz // entsize) * 2, off
         ).reshape(-1, 2)
@@ -833,10 +939,11 @@ class _Parser:
 
     # -- tables ------------------------------------------------------------------------------
     def offset_of(self, vaddr: int, length: int, what: str) -> int:
-        """Translate a virtual address (as in PT_DYNAMIC values) to a file offset through PT_LOAD."""
-        for _t, p_offset, p_vaddr, p_filesz, _m in self.loads:
-            if p_vaddr <= vaddr and vaddr + length <= p_vaddr + p_filesz:
-                off = vaddr - p_vaddr + p_offset
+        """Translate a virtual address (as in PT_DYNAMIC values) to a file offset through PT_LOAD; where
+        segments overlap, the later one is mapped over the earlier, so it is the one read."""
+        for s in reversed(self.loads):
+            if s.vaddr <= vaddr and vaddr + length <= s.vaddr + s.filesz:
+                off = vaddr - s.vaddr + s.offset
                 self.need(off, length, what)
                 return off
         raise self.fail(f"{what} at address {vaddr:#x} ({length} bytes) is not inside any loaded segment")

@@ -30,6 +30,7 @@ import numpy as np
 from customops.errors import ElfError
 from customops.scanners.elf import (
     BIND_NAMES,
+    DF_1_PIE,
     DF_SYMBOLIC,
     RELOC_COPY,
     RELOC_LAZY,
@@ -269,7 +270,8 @@ class _Object:
         self.seq = 0  # position in load order
         # The RPATH search walks the loader chain: the nearest loader above this object that has an RPATH,
         # and the first object of the chain, spare walking thousands of loaders without one.
-        self.rpath_next = None if loader is None else loader if loader.effective_rpath else loader.rpath_next
+        self.rpath_next: _Object | None = (None if loader is None else loader if loader.effective_rpath
+                                           else loader.rpath_next)
         self.top: _Object = self if loader is None else loader.top
         self.searchlist: list[_Object] = []  # set for the executable and dlopen roots
         self.scope: list[list[_Object]] = []
@@ -308,6 +310,11 @@ class _Object:
         found = self.info.symbols.lookup_many(names, hashes)
         if found is not None:
             self._definitions.update(zip(names, found, strict=True))
+
+    @cached_property
+    def matchable(self) -> np.ndarray:
+        """`_matchable` of every symbol, once per object: each referrer's batch reads its candidates' rows."""
+        return _matchable(self.info.symbols.entries)
 
     @cached_property
     def export_halves(self) -> tuple[np.ndarray, np.ndarray]:
@@ -571,9 +578,13 @@ class _Process:
     def _append(self, obj: _Object) -> None:
         obj.seq = len(self.objects)
         self.objects.append(obj)
-        for name in (*obj.names, *((obj.info.soname,) if obj.info.soname else ())):
+        # The executable the kernel mapped has the name "" and no file identity in ld.so's list: a dlopen
+        # of its path opens the file again (and is refused as an executable); only its SONAME matches.
+        names = () if obj is self.main else obj.names
+        for name in (*names, *((obj.info.soname,) if obj.info.soname else ())):
             self._named.setdefault(name, []).append(obj)
-        self._files.setdefault(obj.file_id, []).append(obj)
+        if obj is not self.main:
+            self._files.setdefault(obj.file_id, []).append(obj)
 
     def _add_name(self, obj: _Object, name: str) -> None:
         if name not in obj.names:
@@ -616,12 +627,16 @@ class _Process:
         assert host is not None
         try:
             info = self.reader.read(host)
-        except ElfError as exc:
-            raise _Failure(f"{path}: {exc.reason}") from None
+        except ElfError as exc:  # what ld.so refuses to map says the same (elf.py's _check_mapping)
+            raise _Failure(f"{path}: {exc.reason}", exc.reason) from None
         same = _first_loaded(self._files.get((info.identity.dev, info.identity.ino)))
         if same is not None:  # _dl_map_object_from_fd: the same file under another name
             self._add_name(same, requested)
             return same
+        for refused, reason in ((info.elf_type == "ET_EXEC", "cannot dynamically load executable"),
+                                (info.flags_1 & DF_1_PIE, "cannot dynamically load position-independent executable")):
+            if refused:
+                raise _Failure(f"{path}: {reason}", reason)
         obj = _Object(path, host, info, loader, self._origin_of(origin_from), step)
         obj.names.add(requested)
         self._append(obj)
@@ -770,6 +785,26 @@ class _Process:
         e_type = int.from_bytes(head[16:18], "little")
         if e_type not in (2, 3):
             return "fatal", "only ET_DYN and ET_EXEC can be loaded"
+        return self._verify_program_headers(host, head, elf_class)
+
+    def _verify_program_headers(self, host: str, head: bytes, elf_class: int) -> tuple[str, str]:
+        """The end of open_verify: program header entries of this class's size, and the table read whole
+        (from the first bytes already read, else with pread: an offset past 2**63 is EINVAL)."""
+        if elf_class == 64:
+            phoff, phentsize, phnum, size, wrap = (int.from_bytes(head[32:40], "little"),
+                                                   int.from_bytes(head[54:56], "little"),
+                                                   int.from_bytes(head[56:58], "little"), 56, 1 << 64)
+        else:
+            phoff, phentsize, phnum, size, wrap = (int.from_bytes(head[28:32], "little"),
+                                                   int.from_bytes(head[42:44], "little"),
+                                                   int.from_bytes(head[44:46], "little"), 32, 1 << 32)
+        if phentsize != size:
+            return "fatal", "ELF file's phentsize not the expected size"
+        file_size = os.stat(host).st_size
+        end = phoff + phnum * size
+        if end > file_size and end % wrap > min(file_size, 832):  # not in ld.so's buffer: pread(), and too short
+            reason = "cannot read file data" + (": Invalid argument" if elf_class == 64 and phoff >= 1 << 63 else "")
+            return "fatal", reason
         return "ok", ""
 
     def _expand_list(self, dirs: tuple[str, ...], obj: _Object | None) -> list[str]:
@@ -938,7 +973,7 @@ class _Process:
                     ref_hash: np.ndarray, ref_id: np.ndarray, ref_hidden: np.ndarray) -> np.ndarray:
         """check_match() for definitions `d` of `o` (their entries `oe`), each against its own reference (see
         `_check_match`); a versioned reference to an object without versym is left to the caller."""
-        ok = _matchable(oe) & ~(plt & (oe["st_shndx"] == SHN_UNDEF))
+        ok = o.matchable[d] & ~(plt & (oe["st_shndx"] == SHN_UNDEF))
         if o.info.symbols.versym is None:
             return ok
         raw = o.info.symbols.versym[d]
@@ -985,7 +1020,7 @@ class _Process:
             else:
                 others |= found
         e = obj.info.symbols.entries
-        acceptable = (_matchable(e) & ((e["st_info"] >> 4) != STB_GNU_UNIQUE) & (e["st_shndx"] != SHN_UNDEF)
+        acceptable = (obj.matchable & ((e["st_info"] >> 4) != STB_GNU_UNIQUE) & (e["st_shndx"] != SHN_UNDEF)
                       & (obj.info.symbols.reloc_class != RELOC_COPY))
         return own & ~others & acceptable[relocated] & ~repeated
 
