@@ -224,6 +224,9 @@ ROWS: list[Row] = [
     ("launch a server named with bytes that are not UTF-8", lambda t, tr: launch(t, tr, b"triton\xffserver",
                                                                                  "--no-check"), 127,
      "triton\\xffserver: not found"),
+    ("launch blocked by a model named with escape sequences", lambda t, tr: launch(
+        t, tr, recording_server(t)) if hostile_repo(t / "r", NAMES["osc52-clipboard"] + NAMES["ansi-clear"]) else [],
+     1, "not starting the server"),
     ("launch with a repository that is not UTF-8", lambda t, tr: ["launch", "--no-cache", *server_args(
         tr, launchable(t, tr, b"r\xff"), recording_server(t))], 0, ""),
     # arguments

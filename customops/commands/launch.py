@@ -109,13 +109,12 @@ def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, ca
                      reader=ElfReader(use_cache=not args.no_cache))
     report = None
     if launch.blocking:
-        from rich.console import Console
-
         from customops.report.check import render_text
+        from customops.report.escape import console
 
         assert launch.check is not None
         buffer = io.StringIO()
-        render_text(launch.check, min(f.level for f in launch.blocking), 1, None, Console(file=buffer, soft_wrap=True))
+        render_text(launch.check, min(f.level for f in launch.blocking), 1, None, console(buffer))
         report = buffer.getvalue()
     decision = {"argv": launch.argv, "environment": launch.environment, "notes": launch.notes, "report": report}
     if cache:
