@@ -88,11 +88,12 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         findings += run_fact_rules(plan, ctx, reader, models)
     if probe is not None:
         from customops.rules import probed
-        from customops.scanners.probes import probe_plan, tensorflow_registry
+        from customops.scanners.probes import containment_notes, probe_plan, tensorflow_registry
 
         tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in models) else None
-        findings, probe_notes = probed.check(probe_plan(plan, probe), findings, ctx, models, tensorflow)
-        notes += probe_notes
+        groups = probe_plan(plan, probe)
+        findings, probe_notes = probed.check(groups, findings, ctx, models, tensorflow)
+        notes += probe_notes + containment_notes(groups)
     findings = _located_in_checkout(findings, models, repositories)
     kept = [f for f in findings if not suppressed(f, manifest.ignore)]
     dropped = [f for f in findings if suppressed(f, manifest.ignore)]

@@ -94,14 +94,14 @@ class Containment:
             writes = f"a library could write wherever uid {self.uid} may"
         else:
             writes = "a library could write wherever you can"
-        if "PID" in self.namespaces or self.landlock_signals or (self.other_uid and self.root):
-            reach = "customops out of its reach"
-        else:
-            reach = "a library could signal customops"
+        unreachable = self.landlock_signals or (self.other_uid and self.root)  # cannot signal us or the supervisor
+        reach = ("customops out of its reach" if unreachable or "PID" in self.namespaces
+                 else "a library could signal customops")
         if "PID" in self.namespaces:
             processes = "no process outlives its probe"
         else:
-            processes = "its processes are ended after it, unless it kills the probe's supervisor"
+            processes = "its processes are ended after it" + ("" if unreachable else
+                                                                ", unless it kills the probe's supervisor")
         network = ("no network" if "network" in self.namespaces else "no TCP" if self.landlock_tcp
                    else "the network reachable")
         return f"probes ran as {who} {where}: {writes}; {reach}; {processes}; {network}"

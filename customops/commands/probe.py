@@ -43,4 +43,6 @@ def run(args: argparse.Namespace) -> int:
                 print(f"          registered {name}")
             if r.sandbox_files:
                 print(f"          wrote into its sandbox: {', '.join(r.sandbox_files)}")
+        for containment in sorted({r.containment for r in results if r.containment}):
+            print(f"note: {containment}")
     return 0 if all(r.status == "loaded" for r in results) else 1

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from customops import cachedir
 from customops.plan import LoadPlan, LoadStep
-from customops.probe import ProbeResult, onnxruntime_library, package_file, probe_group, tensorflow_ops
+from customops.probe import STATUSES, ProbeResult, onnxruntime_library, package_file, probe_group, tensorflow_ops
 
-PROBE_RESULT_SHAPE = cachedir.shape_of(ProbeResult)  # a cached result of any other shape is probed again
+# A cached result of any other shape (field names, types, a status customops never writes) is probed again.
+PROBE_RESULT_SHAPE = {**cachedir.shape_of(ProbeResult), "status": STATUSES}
 TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
 FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
@@ -103,7 +104,7 @@ def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identi
             sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
     key = _cache_key(settings, framework, identity, sources)
     hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
-    if hit is not None and len(hit) == len(sources):
+    if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in sources]:
         return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
                                     "registered": tuple(r["registered"]),
                                     "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
@@ -112,6 +113,11 @@ def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identi
         cachedir.store_result(settings.cache_dir, "probes", key, [{**asdict(r), "output": r.output[-4000:]}
                                                                   for r in results])
     return results
+
+
+def containment_notes(groups: list[ProbedGroup]) -> list[str]:
+    """What the probed libraries could and could not do on this machine (once per distinct containment)."""
+    return sorted({r.containment for g in groups for r in (*g.alone, *g.together) if r.containment})
 
 
 @dataclass(frozen=True)
