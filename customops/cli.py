@@ -20,7 +20,7 @@ import sys
 from importlib import import_module
 from typing import Any, NoReturn, TextIO
 
-from customops import __version__, cleanup
+from customops import __version__, cleanup, sigbus
 from customops.errors import CustomopsError, printable
 
 SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "probe", "profile")
@@ -114,6 +114,7 @@ def run() -> NoReturn:
     of a cold check, and nothing customops holds needs a finaliser: files are closed and cache entries
     renamed into place before `main` returns."""
     gc.disable()
+    sigbus.install()
     standard_streams()
     signal.signal(signal.SIGTERM, _terminated)
     code = main()

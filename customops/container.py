@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 
+from customops import safeio
 from customops.errors import InputError
 from customops.scan import version_key
 from customops.scanners.elfcache import ElfReader
@@ -114,10 +115,11 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+        return safeio.read_text(path, safeio.SMALL_TEXT_LIMIT, errors="replace").strip() or None
+    except InputError:
+        if not os.path.lexists(path):
+            return None
+        raise
 
 
 def _definition_maxima(reader: ElfReader, path: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from customops import safeio
 from customops.codes import CODES, Severity
 from customops.errors import InputError, printable
 
@@ -74,12 +75,12 @@ def load_manifest(path: str | None) -> Manifest:
     if path is None:
         return Manifest(None)
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError(path, "manifest not found") from None
-    except OSError as exc:
-        raise InputError(path, exc.strerror or str(exc)) from None
+        data = tomllib.loads(safeio.read_bytes(path, safeio.MANIFEST_LIMIT).decode("utf-8"))
+    except InputError as exc:
+        raise InputError(path, "manifest not found" if exc.reason == "No such file or directory" else exc.reason
+                         ) from None
+    except RecursionError:
+        raise InputError(path, "CO106 nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, f"CO106 not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:  # found by fuzzing: tomllib decodes the whole file as UTF-8 first
@@ -158,6 +159,6 @@ def find_manifest(repositories: list[str]) -> str | None:
     """customops.toml at the root of the first repository that has one."""
     for repo in repositories:
         candidate = os.path.join(repo, MANIFEST_NAME)
-        if os.path.isfile(candidate):
+        if os.path.lexists(candidate):  # whatever it is: a FIFO or a directory there is reported, not skipped
             return candidate
     return None

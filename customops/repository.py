@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from customops.errors import InputError
+from customops import safeio
+from customops.errors import InputError, printable
 from customops.modelconfig import parse_config
 
 PLATFORM_BACKEND = {
@@ -82,6 +83,17 @@ def read_repository(path: str, config_name: str | None = None, only: set[str] | 
     return models
 
 
+def read_inside(path: str, model_dir: str, limit: int) -> bytes:
+    """A model's file, if it is a regular file whose symlinks stay inside the model repository: one leaving
+    it (`config.pbtxt -> /etc/shadow`) resolves inside the container, where the repository is mounted on its
+    own, not on this machine, so it is never followed here."""
+    real, base = os.path.realpath(path), os.path.realpath(os.path.dirname(os.path.abspath(model_dir)))
+    if not real.startswith(base.rstrip("/") + "/"):
+        raise InputError(path, f"a symbolic link out of the model repository (to {printable(real)}); the server "
+                         "resolves it inside the container")
+    return safeio.read_bytes(path, limit)
+
+
 def read_model(model_dir: str, name: str, config_name: str | None = None) -> Model:
     problems: list[Problem] = []
     candidate = os.path.join(model_dir, "config.pbtxt")
@@ -91,12 +103,10 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
     config_path = candidate if os.path.exists(candidate) else None
     if config_path is not None:
         try:
-            with open(config_path, "rb") as f:
-                raw = f.read()
-            text = raw.decode("utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc)
-            problems.append(Problem("CO101", f"{config_path}: cannot be read ({reason})",
+            text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8-sig")
+        except (InputError, UnicodeDecodeError) as exc:
+            reason = exc.reason if isinstance(exc, InputError) else str(exc)
+            problems.append(Problem("CO101", f"{printable(config_path)}: cannot be read ({reason})",
                                     f"failed to read text proto from {config_path}"))
             text = None
         if text is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from customops.codes import Severity
+from customops.errors import InputError
 from customops.findings import Finding
 from customops.plan import Context
 from customops.rules.registrations import mentioned, torchscript_ops
@@ -128,7 +129,7 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: 
             path = model.model_file("model.onnx")
             try:
                 used, local = model_ops(path)
-            except (OSError, ValueError, BufferError):
+            except (InputError, ValueError, BufferError):
                 continue
             registered = {name.split(" [")[0] for r in group.alone for name in r.registered}
             missing = sorted(f"{d}:{op}" for d, op in used - local if d not in ("", "ai.onnx")
@@ -170,7 +171,7 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Findi
         path = model.model_file("model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel")
         try:
             missing = sorted(tf_model_ops(path) - registry.ops)
-        except (OSError, ValueError, BufferError):
+        except (InputError, ValueError, BufferError):
             continue  # absent or unreadable: the backend's own error, reported elsewhere
         if missing:
             loaded = ", ".join(registry.libraries) or "no TensorFlow op libraries"

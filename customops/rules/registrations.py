@@ -14,15 +14,15 @@ own rule (frameworks.md §4, triton.md §3).
 from __future__ import annotations
 
 import glob
-import hashlib
-import mmap
+import io
 import os
 import re
 import zipfile
 from collections import defaultdict
 
+from customops import safeio
 from customops.codes import Severity
-from customops.errors import ElfError
+from customops.errors import ElfError, InputError
 from customops.findings import Finding
 from customops.plan import Context, LoadPlan, LoadStep
 from customops.scanners.elf import symtab_strings
@@ -53,11 +53,15 @@ def torchscript_ops(archive: str) -> set[tuple[str, str]]:
     """(namespace, op) of every `ops.<ns>.<op>(` call in a TorchScript archive's serialized code."""
     found: set[tuple[str, str]] = set()
     try:
-        with zipfile.ZipFile(archive) as z:
+        with zipfile.ZipFile(io.BytesIO(safeio.map_regular(archive, safeio.MODEL_FILE_LIMIT))) as z:
             for name in z.namelist():
                 if "/code/" in f"/{name}" and name.endswith(".py"):
-                    found.update((ns.decode(), op.decode()) for ns, op in TORCHSCRIPT_OP.findall(z.read(name)))
-    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError):
+                    with z.open(name) as member:  # read bounded: the archive's own sizes may lie (a zip bomb)
+                        code = member.read(safeio.ARCHIVE_MEMBER_LIMIT + 1)
+                    if len(code) > safeio.ARCHIVE_MEMBER_LIMIT:
+                        continue
+                    found.update((ns.decode(), op.decode()) for ns, op in TORCHSCRIPT_OP.findall(code))
+    except (OSError, InputError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError, NotImplementedError):
         return set()
     return found
 
@@ -114,7 +118,7 @@ def _unregistered_onnx_domains(models, ctx: Context) -> list[Finding]:  # type: 
             continue
         try:
             used, local = model_ops(path)
-        except (OSError, ValueError, BufferError):
+        except (InputError, ValueError, BufferError):
             continue  # an unreadable model is ONNX Runtime's to report
         custom = sorted((d, op) for d, op in used - local if d not in ("", "ai.onnx"))
         for domain in sorted({d for d, _ in custom}):
@@ -136,10 +140,9 @@ def mentioned(paths: list[str], needle: bytes) -> bool:
     """Whether any of the files contains `needle` (a name a framework library builds in)."""
     for path in paths:
         try:
-            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                if data.find(needle) != -1:
-                    return True
-        except (OSError, ValueError):
+            if safeio.map_regular(path, safeio.LIBRARY_LIMIT).find(needle) != -1:
+                return True
+        except (InputError, ValueError):
             continue
     return False
 
@@ -169,9 +172,8 @@ def _copies(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # typ
     by_content: dict[tuple[str, str], list[LoadStep]] = defaultdict(list)
     for step in steps:
         try:
-            with open(step.source, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
-        except OSError:
+            digest = safeio.sha256(step.source, safeio.LIBRARY_LIMIT)
+        except InputError:
             continue
         by_content[(step.loader, digest)].append(step)
     findings = []

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from customops.errors import ElfError
+from customops.errors import ElfError, InputError
 
 # e_ident and header values
 ELFCLASS32, ELFCLASS64 = 1, 2
@@ -639,6 +639,7 @@ class _HashTable:
             i += 1
 
 
+@cache
 def _sym_dtype(elf_class: int, endian: str) -> np.dtype:
     if elf_class == 64:
         return np.dtype([("st_name", endian + "u4"), ("st_info", "u1"), ("st_other", "u1"),
@@ -653,26 +654,25 @@ def _sym_dtype(elf_class: int, endian: str) -> np.dtype:
 
 
 def open_mapped(path: str) -> tuple[mmap.mmap | bytes, FileIdentity]:
-    """Map a file read-only; every OS-level failure becomes an ElfError naming the file."""
+    """Map a file read-only; every OS-level failure becomes an ElfError naming the file. Opened without
+    blocking (a FIFO is refused, not waited on) and only if it is a regular file."""
+    from customops import safeio
+
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not _is_regular(st):
-                raise ElfError(path, "not a regular file")
-            if st.st_size == 0:
-                raise ElfError(path, "empty file, not an ELF object")
-            data: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except IsADirectoryError:
-        raise ElfError(path, "is a directory, not an ELF file") from None
+        fd = safeio.open_regular(path)
+    except InputError as exc:
+        raise ElfError(path, "is a directory, not an ELF file" if exc.reason == "not a regular file (a directory)"
+                       else exc.reason) from None
+    try:
+        st = os.fstat(fd)
+        if st.st_size == 0:
+            raise ElfError(path, "empty file, not an ELF object")
+        data: mmap.mmap | bytes = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise ElfError(path, exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
     return data, FileIdentity.of(st)
-
-
-def _is_regular(st: os.stat_result) -> bool:
-    import stat
-
-    return stat.S_ISREG(st.st_mode)
 
 
 def parse_elf(path: str, data: mmap.mmap | bytes, identity: FileIdentity) -> ElfInfo:
@@ -1061,7 +1061,7 @@ class _Parser:
         position of its first relocation in the order ld.so processes them (DT_REL/DT_RELA, then
         DT_JMPREL), which decides which undefined symbol an error message names."""
         classes = np.zeros(count, dtype=np.uint8)
-        first = np.full(count, np.iinfo(np.uint32).max, dtype=np.uint32)
+        first = np.full(count, 0xFFFFFFFF, dtype=np.uint32)  # no relocation
         if not count:
             return classes, first
         shift, mask = (32, 0xFFFFFFFF) if self.elf_class == 64 else (8, 0xFF)

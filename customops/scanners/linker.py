@@ -27,7 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from customops.errors import ElfError
+from customops import safeio
+from customops.errors import ElfError, InputError
 from customops.scanners.elf import (
     BIND_NAMES,
     DF_1_PIE,
@@ -765,10 +766,15 @@ class _Process:
         if host is None or os.path.isdir(host):
             return "absent", "not found"
         try:
-            with open(host, "rb") as f:
-                head = f.read(64)
+            fd = safeio.open_regular(host)
+        except InputError as exc:
+            return "absent", exc.reason
+        try:
+            head = os.read(fd, 64)
         except OSError as exc:
             return "absent", exc.strerror or "unreadable"
+        finally:
+            os.close(fd)
         if len(head) < 52:
             return "fatal", "file too short"
         if head[:4] != b"\x7fELF":

@@ -5,8 +5,7 @@ Weights are skipped, never copied, so multi-GB models cost what their graph cost
 
 from __future__ import annotations
 
-import mmap
-
+from customops import safeio
 from customops.scanners.protowire import DamagedModel, fields, text
 
 MAX_DEPTH = 64  # subgraph nesting; deeper input is treated as damaged
@@ -35,12 +34,11 @@ def _node_ops(node: memoryview, depth: int, out: set[tuple[str, str]]) -> None:
 
 
 def model_ops(path: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """((domain, op_type) of every node, (domain, name) of every model-local function). Raises OSError or
-    DamagedModel."""
+    """((domain, op_type) of every node, (domain, name) of every model-local function). Raises InputError
+    or DamagedModel."""
     used: set[tuple[str, str]] = set()
     local: set[tuple[str, str]] = set()
-    with open(path, "rb") as f:
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # closed when the last view of it goes
+    data = safeio.map_regular(path, safeio.MODEL_FILE_LIMIT)  # closed when the last view of it goes
     view = memoryview(data)
     for number, value in fields(view):
         if number == 7 and isinstance(value, memoryview):

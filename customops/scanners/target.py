@@ -12,15 +12,15 @@ says which facts were assumed.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 
+from customops import chroot, safeio
 from customops.errors import InputError
 from customops.scanners.ldcache import LdCache, parse_ld_cache
-
-MAX_SYMLINKS = 40  # Linux's limit before ELOOP
 
 
 @dataclass(frozen=True)
@@ -40,61 +40,28 @@ class LinkerTarget:
 
         return replace(self, mounts=tuple(sorted(mounts, key=lambda m: -len(m[0]))))
 
-    def _mounted(self, path: str) -> str | None:
-        """The host path of a target path under a mount (the longest container prefix wins)."""
-        for container_dir, host_dir in self.mounts:
-            if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
-                return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
-        return None
-
     @property
     def is_live(self) -> bool:
         return self.root == "/"
 
     # -- paths inside the target -------------------------------------------------------------
     def host_path(self, path: str) -> str | None:
-        """Where a target path lies on this machine, following symlinks inside the root; None if absent."""
-        mounted = self._mounted(path)
-        if mounted is not None:
-            return mounted if os.path.exists(mounted) else None
-        if self.is_live:
-            return path if os.path.exists(path) else None
-        resolved = self.resolve(path)
-        return None if resolved is None else self.root.rstrip("/") + resolved
+        """Where a target path lies on this machine, resolved inside the target (chroot semantics, mounts
+        included); None if absent."""
+        if self.is_live and not self.mounts:
+            return path if os.path.exists(path) else None  # the kernel resolves it where it runs
+        found = chroot.resolve(self.root, self.mounts, path)
+        return None if found is None else found[1]
 
     def resolve(self, path: str) -> str | None:
-        """The real path inside the target (symlinks resolved against the root), or None."""
-        mounted = self._mounted(path)
-        if mounted is not None:
-            return path if os.path.exists(mounted) else None
-        if self.is_live:
+        """The real path inside the target (symlinks resolved inside the root and mounts), or None."""
+        if self.is_live and not self.mounts:
             try:
                 return os.path.realpath(path, strict=True)
-            except OSError:
+            except (OSError, ValueError):
                 return None
-        parts = [p for p in path.split("/") if p not in ("", ".")]
-        done: list[str] = []
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            candidate = self.root.rstrip("/") + "/" + "/".join([*done, part])
-            if os.path.islink(candidate):
-                hops += 1
-                if hops > MAX_SYMLINKS:
-                    return None
-                link = os.readlink(candidate)
-                if link.startswith("/"):
-                    done = []
-                parts = [p for p in link.split("/") if p not in ("", ".")] + parts
-                continue
-            if not os.path.lexists(candidate):
-                return None
-            done.append(part)
-        return "/" + "/".join(done)
+        found = chroot.resolve(self.root, self.mounts, path)
+        return None if found is None else found[0]
 
 
 def live_target() -> LinkerTarget:
@@ -205,42 +172,62 @@ def _lib_token(system_dirs: tuple[str, ...]) -> str:
 
 
 def _read_cache(root: str, path: str) -> LdCache | None:
-    host = root.rstrip("/") + path
-    try:
-        with open(host, "rb") as f:
-            data = f.read()
-    except OSError:
+    """The root's ld.so.cache (a symlink is followed inside the root); None if it has none."""
+    found = chroot.resolve(root, (), path)
+    if found is None:
         return None
-    return parse_ld_cache(data, host)
+    host = found[1]
+    return parse_ld_cache(safeio.read_bytes(host, safeio.LD_CACHE_LIMIT), host)
 
 
 def _read_conf(root: str) -> tuple[str, ...]:
-    """ld.so.conf and its include globs; ld.so itself reads only the cache, ldconfig reads these."""
-    import glob
-
+    """ld.so.conf and its include globs, all inside the root; ld.so itself reads only the cache, ldconfig
+    reads these."""
     dirs: list[str] = []
     seen: set[str] = set()
 
     def read(path: str) -> None:
-        host = root.rstrip("/") + path
-        if host in seen:
+        found = chroot.resolve(root, (), path)
+        if found is None or found[0] in seen:
             return
-        seen.add(host)
-        try:
-            with open(host, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
+        seen.add(found[0])
+        if os.path.isdir(found[1]):
             return
-        for line in lines:
+        text = safeio.read_text(found[1], safeio.SMALL_TEXT_LIMIT, errors="replace")
+        for line in text.splitlines():
             line = line.split("#", 1)[0].strip()
             if line.startswith("include "):
-                pattern = line.split(None, 1)[1]
+                pattern = line.split(None, 1)[1].strip()
                 if not pattern.startswith("/"):
-                    pattern = os.path.dirname(path) + "/" + pattern
-                for match in sorted(glob.glob(root.rstrip("/") + pattern)):
-                    read(match[len(root.rstrip("/")):])
+                    pattern = os.path.dirname(found[0]) + "/" + pattern
+                for match in _glob_inside(root, pattern):
+                    read(match)
             elif line:
                 dirs.append(line.rstrip("/"))
 
     read("/etc/ld.so.conf")
     return tuple(dirs)
+
+
+def _glob_inside(root: str, pattern: str) -> list[str]:
+    """The container paths a glob pattern matches, expanded one component at a time inside the root (as
+    glob(3) would in the container: `..` stops at its `/`, symlinks resolve inside it)."""
+    import fnmatch
+
+    matches = ["/"]
+    for part in (p for p in pattern.split("/") if p not in ("", ".")):
+        expanded = []
+        for base in matches:
+            candidate = posixpath.join(base, part)
+            if part == ".." or not any(c in part for c in "*?["):
+                expanded.append(posixpath.normpath(candidate) if part == ".." else candidate)
+                continue
+            found = chroot.resolve(root, (), base)
+            try:
+                names = sorted(os.listdir(found[1])) if found else []
+            except OSError:
+                names = []
+            expanded += [posixpath.join(base, n) for n in names
+                         if fnmatch.fnmatchcase(n, part) and (part.startswith(".") or not n.startswith("."))]
+        matches = expanded
+    return [m for m in matches if chroot.resolve(root, (), m) is not None]

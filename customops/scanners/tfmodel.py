@@ -6,18 +6,18 @@ call a library function by name (signature (1).name (1)), which is not an op."""
 
 from __future__ import annotations
 
-import mmap
 import os
 
+from customops import safeio
 from customops.scanners.protowire import fields, text
 
 
 def model_ops(path: str) -> set[str]:
-    """Op types used by the SavedModel directory or GraphDef file at `path`. Raises OSError or
+    """Op types used by the SavedModel directory or GraphDef file at `path`. Raises InputError or
     DamagedModel."""
     saved_model = os.path.isdir(path)
-    with open(os.path.join(path, "saved_model.pb") if saved_model else path, "rb") as f:
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # closed when the last view of it goes
+    data = safeio.map_regular(os.path.join(path, "saved_model.pb") if saved_model else path,
+                              safeio.MODEL_FILE_LIMIT)  # closed when the last view of it goes
     used: set[str] = set()
     functions: set[str] = set()
     view = memoryview(data)
