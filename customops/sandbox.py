@@ -272,9 +272,12 @@ def _ended(status_data: bytes, results: _Lines, supervisor_status: int | None, t
     listed = status.get("FILES")
     files = tuple(printable(f) for f in listed if isinstance(f, str)) if isinstance(listed, list) else ()
     containment = Containment.parse(status.get("CONTAINMENT"))
-    error = status.get("ERROR")
+    error = status.get("ERROR") if isinstance(status.get("ERROR"), str) else None
+    if error is None and containment is None and not timed_out:  # nothing untrusted ran: not the library's doing
+        last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
+        error = f"the probe interpreter ended before loading anything (status {exit_status}): {last}"
     return Run(messages, None if timed_out else exit_status, timed_out, output, files,
-               containment.describe() if containment else "", error if isinstance(error, str) else None)
+               containment.describe() if containment else "", error)
 
 
 def _messages(lines: list[bytes]) -> tuple[tuple[str, ...], ...]:

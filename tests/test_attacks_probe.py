@@ -608,3 +608,8 @@ def test_a_tensorflow_registry_cache_entry_of_another_shape_is_probed_again(tmp_
     cachedir.store_result(settings.cache_dir, "probes", key, entry)
     registry = probes.tensorflow_registry(LoadPlan((), (), (), ()), settings)
     assert not isinstance(registry, str) and registry.version == "9.9"
+
+
+def test_an_interpreter_that_cannot_run_the_sandbox_is_not_blamed_on_the_library(place):
+    (result,) = probe.probe_group((build(place, "plain", ""),), python="/bin/false")
+    assert result.status == "unavailable" and "ended before loading anything (status 1)" in result.message
