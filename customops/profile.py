@@ -266,6 +266,7 @@ VERSION_FACTS = ("triton_version", "tensorrt", "onnxruntime", "tensorflow", "pyt
                  "cxxabi")
 LIST_FACTS = ("backends", "absent_backends", "missing")
 REPOSITORY_FLAGS = ("--model-repository=", "--model-store=")
+DIRECTORY = "a directory"
 
 
 class _Validator:
@@ -294,24 +295,24 @@ class _Validator:
                 self.path(f"/server_args/{i}", arg.split("=", 1)[1])
         if "target" in p:
             self.target(p["target"])
-        nodes: dict[str, str] = {}  # path -> what it is (directory, file, link)
+        nodes: dict[str, tuple[str, str]] = {}  # path -> (what it is, where the profile says so)
         for i, directory in enumerate(self.array("/directories", p.get("directories", []))):
-            self.node(f"/directories/{i}", directory, "directory", nodes, root_ok=True)
+            self.node(f"/directories/{i}", directory, DIRECTORY, nodes, root_ok=True)
         for path, target in self.object("/links", p.get("links", {})).items():
-            self.node(_at("/links", path), path, "link", nodes)
+            self.node(_at("/links", path), path, "a link", nodes)
             self.link_target(_at("/links", path), target)
         for path, entry in self.object("/files", p.get("files", {})).items():
-            self.node(_at("/files", path), path, "file", nodes)
+            self.node(_at("/files", path), path, "a file", nodes)
             self.file(_at("/files", path), entry)
         if p.get("ld_so_cache") is not None:
             self.base64("/ld_so_cache", p["ld_so_cache"])
-            self.node("/ld_so_cache", "/etc/ld.so.cache", "file", nodes)
-        for path, kind in nodes.items():  # nothing may be created under a file or a link
+            self.node("/ld_so_cache", "/etc/ld.so.cache", "the ld.so.cache", nodes)
+        for path, (_, pointer) in nodes.items():  # nothing may be created under a file or a link
             parent = os.path.dirname(path)
             while parent != "/":
-                if nodes.get(parent, "directory") != "directory":
-                    self.fail(_at("/files" if kind == "file" else "/links" if kind == "link" else "/directories",
-                                  path), f"lies under {parent}, which the profile makes a {nodes[parent]}")
+                kind = nodes.get(parent, (DIRECTORY, ""))[0]
+                if kind != DIRECTORY:
+                    self.fail(pointer, f"lies under {parent}, which the profile makes {kind}")
                 parent = os.path.dirname(parent)
 
     def facts(self, facts: object) -> None:
@@ -361,14 +362,15 @@ class _Validator:
             previous = offset
             self.base64(f"{here}/1", chunk[1])
 
-    def node(self, pointer: str, path: object, kind: str, nodes: dict[str, str], root_ok: bool = False) -> None:
+    def node(self, pointer: str, path: object, kind: str, nodes: dict[str, tuple[str, str]],
+             root_ok: bool = False) -> None:
         self.path(pointer, path)
         assert isinstance(path, str)
         if path == "/" and not root_ok:
-            self.fail(pointer, f"the root directory cannot be a {kind}")
+            self.fail(pointer, f"the root directory cannot be {kind}")
         if path in nodes:
-            self.fail(pointer, f"{path} is listed twice (as a {nodes[path]} and as a {kind})")
-        nodes[path] = kind
+            self.fail(pointer, f"{path} is listed twice (as {nodes[path][0]} and as {kind})")
+        nodes[path] = (kind, pointer)
 
     def path(self, pointer: str, path: object) -> str:
         """Absolute, normalised, printable, encodable, within the kernel's limits."""
