@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 
 from customops.errors import CustomopsError
 
@@ -19,7 +20,8 @@ def parse_mount(value: str) -> tuple[str, str]:
 
 def host_of(root: str, path: str, mounts: Mounts = ()) -> str:
     """A container path as seen from here: through a mount (longest container prefix), else inside the root
-    (the same path when checking the container we run in)."""
+    (the same path when checking the container we run in). `..` stops at the container's `/`."""
+    path = posixpath.normpath("/" + path.lstrip("/")) if path.startswith("/") else path
     for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[0])):
         if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
             return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]

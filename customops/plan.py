@@ -8,8 +8,10 @@ library (dlopen RTLD_NOW|RTLD_LOCAL, once per path) and the libraries the backen
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass, field
 
+from customops import chroot
 from customops.findings import Finding
 
 
@@ -109,17 +111,30 @@ class Context:
         return target is not None and target.host_path(container_path) is not None
 
     def source(self, container_path: str) -> str:
-        """The checkout or host path of a container path, for reports."""
-        for container_dir, host_dir in sorted(self.mounts, key=lambda m: -len(m[0])):
-            if container_path == container_dir or container_path.startswith(container_dir.rstrip("/") + "/"):
-                return host_dir.rstrip("/") + container_path[len(container_dir.rstrip("/")):]
+        """The checkout or host path of a container path, for reports and for reading the file: resolved
+        inside the container (chroot.resolve), so a symlink or `..` that leaves the container's view never
+        names a file of this machine. A path missing there keeps its plain mapping, for the report, unless
+        that names a file here (which the container cannot see): then the path under the root."""
         target = self.container.target  # type: ignore[attr-defined]
-        if target is not None and not target.is_live:
-            return target.root.rstrip("/") + container_path
-        return container_path
+        root = target.root if target is not None else None
+        mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
+        plain = chroot.host_of_real(root, mounts, posixpath.normpath(container_path)) or container_path
+        found = chroot.resolve(root, mounts, container_path)
+        if found is not None:
+            return plain if plain == found[1] or _same_file(plain, found[1]) else found[1]
+        if not os.path.lexists(plain):
+            return plain
+        return container_path if root in (None, "/") else root.rstrip("/") + posixpath.normpath(container_path)
 
     def absolute(self, path: str) -> str:
         """An op library path as dlopen will take it: relative paths start at the server's cwd."""
         if path.startswith("/") or "/" not in path:
             return path
         return os.path.normpath(os.path.join(self.server_cwd, path))
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

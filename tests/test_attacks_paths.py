@@ -247,3 +247,19 @@ def test_library_truncated_while_mapped_ends_with_one_line_and_status_2(tmp_path
                             text=True, timeout=TIMEOUT, cwd=ROOT)
     assert result.returncode == 2 and result.stderr.startswith("customops: a file changed while it was being read")
     assert result.stderr.count("\n") == 1
+
+
+def test_the_file_read_for_a_step_is_the_one_inside_the_container(container, tmp_path):
+    """What rules hash and probes load (LoadStep.source) is resolved in the container too."""
+    from customops.container import from_root
+    from customops.manifest import Manifest
+    from customops.plan import Context
+
+    host_library = gcc_shared(tmp_path / "host" / "libhost_op.so", ORT_OP)
+    checkout = tmp_path / "models"
+    (checkout / "m").mkdir(parents=True)
+    (checkout / "m" / "libop.so").symlink_to(host_library)
+    ctx = Context(from_root(str(container)), Manifest(None), (("/models", str(checkout)),))
+    assert ctx.source("/models/m/libop.so") == f"{container}/models/m/libop.so"  # missing there: not the host's
+    assert ctx.source("/models/" + "../" * 8 + str(host_library).lstrip("/")) == f"{container}{host_library}"
+    assert not os.path.exists(ctx.source("/models/m/libop.so"))
