@@ -102,6 +102,9 @@ def main() -> None:
     try:
         if "namespaces" in config["layers"]:
             facts["namespaces"] = enter_namespaces()  # first: a non-dumpable process cannot write its uid_map
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: a change of credentials may have cleared it
+            if os.getppid() != config["parent"]:
+                os._exit(1)
         prctl(PR_SET_DUMPABLE, 0)  # what the loader runs cannot ptrace us or read our /proc files
         if "PID" not in facts["namespaces"]:
             prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of the loader become ours, to be ended
@@ -183,19 +186,17 @@ def loader_ids(config: dict[str, Any], facts: dict[str, Any]) -> tuple[int, int]
     needed = [(sys.executable, os.X_OK), (os.path.dirname(config["sandbox"]), os.X_OK)]
     needed += [(path, os.R_OK) for path in config["readable"]]
     needed += [(path, os.R_OK | os.X_OK) for path in sys.path if os.path.isdir(path)]
-    try:
-        os.setgroups([])
-        os.setresgid(-1, NOBODY, -1)
-        os.setresuid(-1, NOBODY, -1)
-    except OSError:  # root without CAP_SETUID or CAP_SETGID
-        os.setresgid(-1, gid, -1)
-        return uid, gid
-    try:
-        reachable = all(os.access(path, mode, effective_ids=True) for path, mode in needed)
-    finally:
-        os.setresuid(-1, 0, -1)
-        os.setresgid(-1, 0, -1)
-    return (NOBODY, NOBODY) if reachable else (uid, gid)
+    checker = os.fork()  # asked as that uid in a child: a change of our own ids would clear our PDEATHSIG
+    if checker == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os._exit(0 if all(os.access(path, mode) for path, mode in needed) else 1)
+        except BaseException:  # root without CAP_SETUID or CAP_SETGID: not possible
+            os._exit(1)
+    _, status = os.waitpid(checker, 0)
+    return (NOBODY, NOBODY) if status == 0 else (uid, gid)
 
 
 class MountAttr(ctypes.Structure):

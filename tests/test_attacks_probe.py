@@ -179,9 +179,25 @@ def environment(place: Path) -> dict[str, str]:
             "TMPDIR": str(place / "tmp"), "CUSTOMOPS_TEST_SECRET": SECRET, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+CLI = r"""
+import json, sys
+from customops import cli, sandbox
+layers = json.loads(sys.argv[1])
+if layers is not None:
+    sandbox.LAYERS = frozenset(layers)
+sys.argv = ["customops", *sys.argv[2:]]
+cli.run()
+"""
+
+
 def command(mode: Mode, *argv: str) -> list[str]:
     run_as = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if mode.as_nobody else []
     return [*run_as, mode.python, *argv]
+
+
+def customops(mode: Mode, *argv: str) -> list[str]:
+    """The command line of `customops argv...` in `mode` (its sandbox layers included)."""
+    return command(mode, "-c", CLI, json.dumps(mode.layers), *argv)
 
 
 @dataclass
@@ -351,7 +367,7 @@ def test_a_setsid_daemon_outlives_the_probe(mode, place):
 def test_interrupt_customops_while_a_constructor_sleeps(mode, place, signum):
     name = "cosleeps" + secrets.token_hex(3)
     library = build(place, "sleeps", 'prctl(PR_SET_NAME, NAME); sleep(120);', NAME=name)
-    proc = subprocess.Popen(command(mode, "-m", "customops", "probe", library, "--timeout", "120"),
+    proc = subprocess.Popen(customops(mode, "probe", library, "--timeout", "120"),
                             env=environment(place), cwd=place, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 30
@@ -364,6 +380,24 @@ def test_interrupt_customops_while_a_constructor_sleeps(mode, place, signum):
     assert "Traceback" not in stderr
     assert processes_named(name) == []
     assert leftovers(place) == []
+
+
+def test_sigkill_customops_while_a_constructor_sleeps(mode, place):
+    """Nothing can clean up after SIGKILL, but every probe process dies with customops (PR_SET_PDEATHSIG)."""
+    name = "coorphan" + secrets.token_hex(3)
+    library = build(place, "sleeps", 'prctl(PR_SET_NAME, NAME); sleep(120);', NAME=name)
+    proc = subprocess.Popen(customops(mode, "probe", library, "--timeout", "120"),
+                            env=environment(place), cwd=place, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not processes_named(name) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert processes_named(name), "the constructor never ran"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while processes_named(name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_named(name) == []
 
 
 # -- 6. writes outside the sandbox -----------------------------------------------------------------------
