@@ -24,8 +24,8 @@ from customops.commands.check import REPORT_SHAPE
 from customops.commands.scan import RECORD_SHAPE
 from customops.launch_cache import VERDICT_SHAPE
 from customops.probe import ProbeResult
-from customops.scanners.elf import FileIdentity
-from customops.scanners.elfcache import FORMAT, StaleEntry, decode_relocations
+from customops.scanners.elf import FileIdentity, open_mapped, parse_elf
+from customops.scanners.elfcache import FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
 from customops.scanners.probes import PROBE_RESULT_SHAPE, TENSORFLOW_REGISTRY_SHAPE
 
 HERE = Path(__file__).resolve().parent
@@ -198,6 +198,17 @@ def test_an_elf_cache_entry_someone_else_could_have_written_is_ignored(make, bro
     again = check(broken_repository, tree, tmp_path)
     clean(again)
     assert again.returncode == 1 and "CO302" in again.stdout, again.stdout
+
+
+def test_an_entry_that_drops_the_files_references_is_caught_by_the_spot_check(tree):
+    """Well-formed, of the right file and symbol count, but claiming no relocations: relocations of the file
+    picked at random name symbols the entry leaves without a class."""
+    path = str(tree / "e" / "libvuser.so")
+    data, identity = open_mapped(path)
+    entry = encode_entry(parse_elf(path, data, identity))
+    assert _CachedParser(path, data, identity, entry).parse().needed == ("libv.so",)
+    with pytest.raises(StaleEntry, match="which the entry says is not referenced"):
+        _CachedParser(path, data, identity, _no_relocations(entry)).parse()
 
 
 def test_the_relocation_classes_of_an_entry_are_checked_against_the_file():

@@ -6,7 +6,8 @@ tables, table layout) is parsed again from the freshly mapped file on every hit,
 cache entry cannot change what a file needs, exports or is named. An entry is used only if customops.cachedir
 trusts it (written by this user, in directories no one else can write) and it decodes exactly: magic and
 format version, the file's identity, the symbol count of the mapped file, indices strictly increasing and
-within the table, known classes. Anything else is a miss and the file is parsed in full; a cache directory
+within the table, known classes, and relocations of the file picked at random all naming symbols the entry
+gives a class. Anything else is a miss and the file is parsed in full; a cache directory
 that cannot be written, or is not trusted, only costs speed. Entries are renamed into place when complete.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,13 @@ import numpy as np
 
 from customops import cachedir
 from customops.scanners.elf import (
+    DT_JMPREL,
+    DT_PLTREL,
+    DT_PLTRELSZ,
+    DT_REL,
+    DT_RELA,
+    DT_RELASZ,
+    DT_RELSZ,
     RELOC_COPY,
     RELOC_LAZY,
     ElfInfo,
@@ -35,6 +44,8 @@ FORMAT = b"COELF\x00\x06\x00"  # bump the last bytes whenever the entry layout o
 _HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
 _NO_RELOCATION = np.iinfo(np.uint32).max
 SUBDIR = "elf"
+SPOT_CHECKS = 32  # relocations per table compared with a cache entry on every hit
+_random = random.Random()  # seeded from os.urandom: which relocations are checked cannot be foreseen
 
 # Derived facts kept beside an entry, each with the exact shape it must have to be used.
 FACT_SHAPES: dict[str, object] = {"cxx-abi": cachedir.CXX_ABI_SHAPE}
@@ -142,14 +153,41 @@ def decode_relocations(raw: bytes, identity: FileIdentity, count: int) -> tuple[
 
 
 class _CachedParser(_Parser):
-    """The full parser, except that the relocation pass (the one costly part) is replaced by a cache entry."""
+    """The full parser, except that the relocation pass (the one costly part) is replaced by a cache entry,
+    spot-checked against relocations of the file picked at random."""
 
     def __init__(self, path: str, data, identity: FileIdentity, entry: bytes) -> None:  # type: ignore[no-untyped-def]
         super().__init__(path, data, identity)
         self.entry = entry
 
     def _relocation_classes(self, single: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
-        return decode_relocations(self.entry, self.identity, count)
+        classes, first = decode_relocations(self.entry, self.identity, count)
+        self._spot_check(single, count, classes)
+        return classes, first
+
+    def _spot_check(self, single: dict[int, int], count: int, classes: np.ndarray) -> None:
+        """Every relocation that names a symbol gives it a class in the full pass; SPOT_CHECKS of them, picked
+        at random in each table, must have one here too. An entry that drops the file's references (or was
+        never this file's) is then a miss, at the cost of a few dozen reads instead of the whole pass."""
+        plt = None
+        if DT_JMPREL in single and single.get(DT_PLTRELSZ):
+            plt = (single[DT_JMPREL], single[DT_PLTRELSZ], single.get(DT_PLTREL, DT_RELA) == DT_RELA)
+        tables = [(single[tag], single[size_tag], is_rela) for tag, size_tag, is_rela in
+                  ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)) if tag in single and single.get(size_tag)]
+        if plt is not None:  # a table that also covers the PLT stops where it begins, as in the full pass
+            tables = [(start, max(0, plt[0] - start) if start < plt[0] + plt[1] and plt[0] < start + size else size,
+                       is_rela) for start, size, is_rela in tables] + [plt]
+        word = self.elf_class // 8
+        info = self.endian + ("Q" if word == 8 else "I")
+        shift = 32 if word == 8 else 8
+        for start, size, is_rela in tables:
+            entsize = self._rel_entsize(is_rela)
+            n = size // entsize
+            base = self.offset_of(start, n * entsize, "relocation table") if n else 0
+            for j in _random.sample(range(n), min(n, SPOT_CHECKS)):
+                symbol = struct.unpack_from(info, self.data, base + j * entsize + word)[0] >> shift
+                if 0 < symbol < count and not classes[symbol]:
+                    raise StaleEntry(f"relocation {j} names symbol {symbol}, which the entry says is not referenced")
 
 
 def decode_fact(raw: bytes | None, shape: object, info: ElfInfo) -> dict | None:

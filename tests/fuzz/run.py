@@ -1,23 +1,29 @@
 """Coverage-guided fuzzing (atheris/libFuzzer) of every parser that reads input customops did not write.
 
     .venv/bin/pip install atheris
-    .venv/bin/python tests/fuzz/run.py elf -runs=1000000   # also: linker, ldcache, config, manifest, onnx, savedmodel
+    .venv/bin/python tests/fuzz/run.py elf -runs=1000000   # also: linker, ldcache, config, manifest, onnx, savedmodel,
+                                                           # profile, elfcache, report, launch, probe
 
 Each target accepts only customops' own error for bad input (ElfError / InputError, or a CO101 problem
-for configs); anything else is a crash. libFuzzer's -timeout=1 makes an input that takes longer than a
+for configs; for a profile, nothing written outside its skeleton) or, for an entry of customops' own cache,
+a clean miss; anything else is a crash. libFuzzer's -timeout=1 makes an input that takes longer than a
 second a failure, and -rss_limit_mb bounds memory. The corpus is seeded with real files (fixture
-libraries, this machine's libc/libstdc++/ld.so.cache, the example configs and manifest) and kept in
-.fuzz-corpus/<target>. Crashes are written to .fuzz-corpus/<target>-crashes/; each becomes a regression
-test in tests/test_fuzz_regressions.py. Results are recorded in tests/FUZZING.md.
+libraries, this machine's libc/libstdc++/ld.so.cache, the example configs and manifest, valid profiles
+and cache entries) and kept in .fuzz-corpus/<target>. Crashes are written to
+.fuzz-corpus/<target>-crashes/; each becomes a regression test in tests/test_fuzz_regressions.py. Results
+are recorded in tests/FUZZING.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import atheris
@@ -27,12 +33,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["customops"]):
+    from customops import cachedir, cleanup, launch_cache, profile
+    from customops.commands.check import cached_report
     from customops.errors import ElfError, InputError
     from customops.manifest import load_manifest
     from customops.repository import read_model
     from customops.scan import scan_record
-    from customops.scanners.elf import FileIdentity, gnu_hashes, parse_elf
-    from customops.scanners.elfcache import ElfReader
+    from customops.scanners import probes
+    from customops.scanners.elf import ElfInfo, FileIdentity, gnu_hashes, parse_elf
+    from customops.scanners.elfcache import ElfReader, StaleEntry, _CachedParser, decode_fact, encode_entry
     from customops.scanners.ldcache import parse_ld_cache
     from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
     from customops.scanners.onnxmodel import model_ops
@@ -42,6 +51,7 @@ with atheris.instrument_imports(include=["customops"]):
 from oracle import assert_same_as_per_symbol  # noqa: E402
 
 WORK = Path(tempfile.mkdtemp(prefix="customops-fuzz-"))
+probes.probe_group = lambda *args, **kwargs: PROBE_MISS  # type: ignore[assignment]  # the probe target never loads
 
 
 def fuzz_elf(data: bytes) -> None:
@@ -128,8 +138,104 @@ def fuzz_savedmodel(data: bytes) -> None:
         tf_model_ops(str(saved_model))
 
 
+def fuzz_profile(data: bytes) -> None:
+    """A profile is read (the schema in full) and, when it passes, materialised (decompressed within limits,
+    confined to its directory): only InputError, and nothing written outside the skeleton."""
+    here = WORK / "profile"
+    here.mkdir(exist_ok=True)
+    tempfile.tempdir = str(WORK / "tmp")  # where a skeleton without a cache is built
+    os.makedirs(tempfile.tempdir, exist_ok=True)
+    path = here / "profile.json"
+    path.write_bytes(data)
+    try:
+        skeleton = profile.materialize(profile.read(str(path)), None, str(path))
+        assert skeleton is None or os.path.dirname(skeleton) == tempfile.tempdir
+    except InputError:
+        pass
+    finally:
+        cleanup.remove_all()
+    assert [p.name for p in here.iterdir()] == ["profile.json"] and not os.listdir(tempfile.tempdir)
+
+
+ENTRY_IDENTITY = FileIdentity(1, 2, 3, 4)  # the identity fuzzed ELF cache entries are decoded for
+
+
+@functools.cache
+def elfcache_setup() -> tuple[str, bytes, ElfInfo]:
+    """A fixture library, its bytes, and its real parse (what an accepted entry must agree with)."""
+    from fixtures.build import build
+
+    path = str(build() / "e" / "libvuser.so")
+    data = Path(path).read_bytes()
+    return path, data, parse_elf(path, data, ENTRY_IDENTITY)
+
+
+def fuzz_elfcache(data: bytes) -> None:
+    """An ELF cache entry (relocation classes) decoded for a real library, and a cached derived fact: a
+    stale or damaged entry is StaleEntry (a miss); an accepted one changes nothing but relocation classes."""
+    path, image, full = elfcache_setup()
+    try:
+        info = _CachedParser(path, image, ENTRY_IDENTITY, data).parse()
+    except StaleEntry:
+        pass
+    else:
+        assert (info.needed, info.soname, info.version_needs) == (full.needed, full.soname, full.version_needs)
+        assert len(info.symbols.reloc_class) == full.layout.symbol_count
+    fact = decode_fact(data, cachedir.CXX_ABI_SHAPE, full)
+    assert fact is None or cachedir.matches(fact, cachedir.CXX_ABI_SHAPE)
+
+
+def _entry_path(kind: str, parts: list[str]) -> Path:
+    return (WORK / "cache").joinpath(*cachedir._result_names(kind, parts))
+
+
+def _write_entry(path: Path, data: bytes) -> None:
+    """The fuzzed bytes as an entry this user wrote (0600, one link), where the reader looks."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def fuzz_report(data: bytes) -> None:
+    """A cached check report: a hit only of exactly its shape, whose dependencies are unchanged."""
+    _write_entry(_entry_path("check", ["fuzz"]), data)
+    hit = cached_report([str(WORK / "cache"), "fuzz"])
+    assert hit is None or (isinstance(hit["report"], str) and hit["exit_code"] in (0, 1))
+
+
+LAUNCH_ARGS: tuple[list[str], dict, tuple, dict[str, str]] = (
+    ["tritonserver"], {"container_root": "/", "manifest": None, "fail_on": None, "check": True,
+                       "existing_preload": "last"}, (), {})
+
+
+def fuzz_launch(data: bytes) -> None:
+    """A cached launch verdict: notes and report only (what to start is never read from the cache)."""
+    parts = launch_cache.key_parts(*LAUNCH_ARGS)
+    assert parts is not None
+    _write_entry(_entry_path("launch", parts), data)
+    verdict = launch_cache.cached(*LAUNCH_ARGS, cache_dir=str(WORK / "cache"))
+    assert verdict is None or set(verdict) == {"notes", "report"}
+
+
+PROBE_MISS = (probes.ProbeResult("fuzz", "unavailable", "probed again", None, "", ()),)
+
+
+def fuzz_probe(data: bytes) -> None:
+    """A cached probe result, read by the real consumer (probes._cached); a miss would probe again, which
+    here returns a marker instead of loading anything."""
+    source = str(elfcache_setup()[0])
+    settings = probes.ProbeSettings(sys.executable, None, cache_dir=WORK / "cache")
+    key = probes._cache_key(settings, "torch", sys.executable, (source,))
+    assert key is not None
+    _write_entry(_entry_path("probes", key), data)
+    results = probes._cached(settings, "torch", None, sys.executable, (source,))
+    assert results is PROBE_MISS or all(isinstance(r, probes.ProbeResult) and r.library == source for r in results)
+
+
 TARGETS = {"elf": fuzz_elf, "linker": fuzz_linker, "ldcache": fuzz_ldcache, "config": fuzz_config,
-           "manifest": fuzz_manifest, "onnx": fuzz_onnx, "savedmodel": fuzz_savedmodel}
+           "manifest": fuzz_manifest, "onnx": fuzz_onnx, "savedmodel": fuzz_savedmodel, "profile": fuzz_profile,
+           "elfcache": fuzz_elfcache, "report": fuzz_report, "launch": fuzz_launch, "probe": fuzz_probe}
 
 
 def seeds(target: str) -> list[Path]:
@@ -153,7 +259,65 @@ def seeds(target: str) -> list[Path]:
         return [onnx_seed()]
     if target == "savedmodel":
         return [savedmodel_seed()]
+    if target in CACHE_SEEDS:
+        return CACHE_SEEDS[target]()
     return [ROOT / "examples" / "model_repository" / "customops.toml"]
+
+
+def profile_seeds() -> list[Path]:
+    """The valid profile of the attack tests, and the profile of a few fixture libraries."""
+    from test_attacks_profile import valid
+
+    from fixtures.build import build
+
+    small = WORK / "seed-small.json"
+    small.write_text(json.dumps(valid()))
+    tree = build()
+    files = {f"/lib/{p.name}": profile._file_entry(str(p), p.name) for p in sorted((tree / "e").glob("*.so"))[:3]}
+    real = WORK / "seed-libraries.json"
+    real.write_text(json.dumps({**valid(), "files": {k: v for k, v in files.items() if v}, "links": {}}))
+    return [small, real]
+
+
+def elfcache_seeds() -> list[Path]:
+    full = elfcache_setup()[2]
+    seed = WORK / "seed.entry"
+    seed.write_bytes(encode_entry(full))
+    fact = WORK / "seed.fact"
+    fact.write_text(json.dumps({"format": encode_entry(full)[:8].hex(), "value": {
+        "flavour": "none", "defined_cxx11": 0, "defined_old": 0, "undefined_cxx11": 0, "undefined_old": 0}}))
+    return [seed, fact]
+
+
+def result_seed(kind: str, value: object, parts: list[str]) -> Callable[[], list[Path]]:
+    """A valid stored entry of `kind`, as store_result writes it."""
+    def make() -> list[Path]:
+        cachedir.store_result(WORK / "seed-cache", kind, parts, value)
+        return [(WORK / "seed-cache").joinpath(*cachedir._result_names(kind, parts))]
+    return make
+
+
+def _probe_parts() -> list[str]:
+    settings = probes.ProbeSettings(sys.executable, None, cache_dir=WORK / "cache")
+    return probes._cache_key(settings, "torch", sys.executable, (elfcache_setup()[0],)) or []
+
+
+def probe_seeds() -> list[Path]:
+    from dataclasses import asdict
+
+    result = asdict(probes.ProbeResult(elfcache_setup()[0], "loaded", "", None, "", ("a.txt",), ("my::op",), "2.5"))
+    return result_seed("probes", [result], _probe_parts())()
+
+
+CACHE_SEEDS: dict[str, Callable[[], list[Path]]] = {
+    "profile": profile_seeds,
+    "elfcache": elfcache_seeds,
+    "report": result_seed("check", {"report": '{"findings": []}', "exit_code": 0, "dependencies": {"/": "0-0-0-0"}},
+                          ["fuzz"]),
+    "launch": lambda: result_seed("launch", {"notes": ["a note"], "report": "line 1\nline 2\n",
+                                             "dependencies": {}}, launch_cache.key_parts(*LAUNCH_ARGS) or [])(),
+    "probe": probe_seeds,
+}
 
 
 def onnx_seed() -> Path:
