@@ -14,6 +14,7 @@ what a library could then do).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -149,27 +150,44 @@ def contained(mode: Mode) -> None:
                     "says so (test_the_report_says_what_a_library_could_do_without_containment)")
 
 
+def reachable_directory(prefix: str) -> Path:
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    base.chmod(0o755)
+    return base
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Iterator[Path]:
+    """Each attack library built once, for every mode (a test that changes its library uses a copy)."""
+    directory = reachable_directory("customops-attack-libs-")
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture
-def place() -> Iterator[Path]:
+def place(compiled: Path) -> Iterator[Path]:
     """A directory uid 65534 can reach: libraries, the checker's TMPDIR and HOME, and a world-writable
     directory outside every sandbox."""
-    base = Path(tempfile.mkdtemp(prefix="customops-attacks-", dir="/tmp"))
-    base.chmod(0o755)
+    base = reachable_directory("customops-attacks-")
     for name, mode in (("libs", 0o755), ("tmp", 0o1777), ("home", 0o777), ("outside", 0o777)):
         (base / name).mkdir()
         (base / name).chmod(mode)
+    (base / "compiled").symlink_to(compiled)
     yield base
     shutil.rmtree(base, ignore_errors=True)
 
 
 def build(place: Path, name: str, body: str, **defines: str) -> str:
-    """lib<name>.so whose constructor runs `body`."""
-    out = place / "libs" / f"lib{name}.so"
+    """lib<name>.so whose constructor runs `body` (in place/libs: a copy of the one built for these inputs)."""
     source = PRELUDE + f"__attribute__((constructor)) static void attack(void) {{\n{body}\n}}\n"
     source += defines.pop("EXPORT", "")
     flags = [f"-D{key}={json.dumps(value)}" for key, value in {"TOKEN": TOKEN, **defines}.items()]
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), "-x", "c", "-", "-ldl", *flags], input=source,
-                   text=True, check=True)
+    built = place / "compiled" / f"{hashlib.sha256(json.dumps([source, flags]).encode()).hexdigest()[:16]}.so"
+    if not built.exists():
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(built), "-x", "c", "-", "-ldl", *flags], input=source,
+                       text=True, check=True)
+    out = place / "libs" / f"lib{name}.so"
+    shutil.copyfile(built, out)
     out.chmod(0o755)
     return str(out)
 
@@ -229,13 +247,15 @@ def alive(checked: Checked) -> None:
 
 
 def processes_named(name: str) -> list[int]:
+    """Live processes (not zombies waiting for the machine's init) called `name`."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
-                found.append(int(pid))
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
+        if stat[stat.index("(") + 1:stat.rindex(")")] == name and stat[stat.rindex(")") + 2] != "Z":
+            found.append(int(pid))
     return found
 
 
