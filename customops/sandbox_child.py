@@ -151,10 +151,10 @@ def supervise(config: dict[str, Any], facts: dict[str, Any]) -> None:
     sandbox = config["sandbox"]
     uid, gid = loader_ids(config, facts)
     facts["uid"], facts["other_uid"] = uid, uid != os.geteuid()
+    if facts["other_uid"]:
+        os.chown(sandbox, uid, gid)  # the sandbox where there is no tmpfs over it
     if "mount" in facts["namespaces"]:
         facts.update(mount_view(sandbox, uid, gid, config["sandbox_limit"]))
-    elif uid != os.geteuid():
-        os.chown(sandbox, uid, gid)
     me = os.getpid()
     loader = os.fork()
     if loader == 0:
@@ -331,10 +331,16 @@ def run_script(script: str, args: list[str], fd: int, nonce: bytes) -> None:
 def sandbox_files(sandbox: str) -> list[str]:
     """What is in the sandbox (the first 1000 names), as printable text."""
     try:
-        names = sorted(os.listdir(os.fsencode(sandbox)))[:1000]
+        fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # not where a symlink points
     except OSError:
         return []
-    return [name.decode("utf-8", "backslashreplace") for name in names]
+    try:
+        names = sorted(os.listdir(fd))[:1000]
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return [os.fsencode(name).decode("utf-8", "backslashreplace") for name in names]
 
 
 def end_children(me: int) -> None:

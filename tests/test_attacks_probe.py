@@ -552,6 +552,21 @@ def test_remove_the_sandbox_and_leave_it(mode, place):
     assert leftovers(place) == []
 
 
+@pytest.mark.parametrize("mode_name", ["as-is", "bare"])
+def test_nest_directories_deeper_than_python_recurses(mode_name, place):
+    """1,200 levels: a recursive removal would raise RecursionError in the checker."""
+    library = build(place, "nests", r"""
+    for (int i = 0; i < 1200; i++)
+        if (mkdir("d", 0700) || chdir("d")) break;
+    close(open("deepest", O_WRONLY | O_CREAT, 0600));
+    chmod(".", 0);
+    """)
+    checked = check(MODES[mode_name], place, library)
+    alive(checked)
+    assert checked.results[0]["status"] == "loaded" and checked.results[0]["sandbox_files"] == ["d"]
+    assert leftovers(place) == []
+
+
 # -- 10. files the checker has mapped --------------------------------------------------------------------
 
 
