@@ -56,9 +56,7 @@ class Containment:
     capabilities: bool = True  # some capability was left
     namespaces: tuple[str, ...] = ()
     read_only: bool = False  # a read-only view of the file system (the sandbox excepted)
-    proc: bool = False  # /proc of the new PID namespace only
-    tmpfs: bool = False
-    no_new_privs: bool = False
+    proc: bool = False  # /proc shows the new PID namespace only
     landlock: int = 0  # Landlock ABI version applied, 0: none
     landlock_tcp: bool = False
     landlock_signals: bool = False
@@ -102,6 +100,8 @@ class Containment:
         else:
             processes = "its processes are ended after it" + ("" if unreachable else
                                                                 ", unless it kills the probe's supervisor")
+        if "PID" in self.namespaces and not self.proc:
+            processes += " (the machine's processes listed in /proc)"
         network = ("no network" if "network" in self.namespaces else "no TCP" if self.landlock_tcp
                    else "the network reachable")
         return f"probes ran as {who} {where}: {writes}; {reach}; {processes}; {network}"

@@ -212,15 +212,16 @@ def mount(source: str, target: str, kind: str | None, flags: int, options: str |
 def mount_view(sandbox: str, uid: int, gid: int, limit: int) -> dict[str, bool]:
     """In our own mount namespace: everything read-only, /proc of the new PID namespace (the processes of
     the machine disappear), and the sandbox a small tmpfs of the loader's that vanishes with the namespace."""
-    facts = {"read_only": False, "proc": False, "tmpfs": False}
+    facts = {"read_only": False, "proc": False}
     if not attempt(mount, "none", "/", None, MS_REC | MS_PRIVATE):  # nothing we mount reaches the machine
         return facts
     attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
     facts["read_only"] = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr),
                                       ctypes.sizeof(attr)) == 0
     facts["proc"] = attempt(mount, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    facts["tmpfs"] = attempt(mount, "customops-probe", sandbox, "tmpfs", MS_NOSUID | MS_NODEV,
-                             f"size={limit},nr_inodes=4096,mode=0700,uid={uid},gid={gid}")
+    # Without the tmpfs the sandbox is the directory below it (read-only, then: the library writes nothing).
+    attempt(mount, "customops-probe", sandbox, "tmpfs", MS_NOSUID | MS_NODEV,
+            f"size={limit},nr_inodes=4096,mode=0700,uid={uid},gid={gid}")
     return facts
 
 
@@ -237,8 +238,8 @@ def load(config: dict[str, Any], facts: dict[str, Any], uid: int, gid: int, pare
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
     if os.getppid() != parent:
         os._exit(70)
-    facts["no_new_privs"] = attempt(prctl, PR_SET_NO_NEW_PRIVS, 1)
-    facts.update(landlock(config["sandbox"]) if "landlock" in config["layers"] and facts["no_new_privs"] else {})
+    if attempt(prctl, PR_SET_NO_NEW_PRIVS, 1) and "landlock" in config["layers"]:  # Landlock needs it
+        facts.update(landlock(config["sandbox"]))
     os.chdir(config["sandbox"])
     nonce = b""
     while True:
