@@ -182,8 +182,12 @@ def test_bad_input(name, setup, status, expected, tree, tmp_path):
         assert expected in result.stdout + result.stderr
 
 
-def test_the_table_has_at_least_forty_rows():
-    assert len(ROWS) >= 40
+def test_the_hostile_input_tables_have_more_than_150_rows():
+    """This table, the CLI's (injection, output, exit statuses) and the malformed profiles'."""
+    import test_attacks_profile
+    import test_hostile_cli
+
+    assert len(ROWS) + len(test_hostile_cli.ROWS) + len(test_attacks_profile.MALFORMED) > 150
 
 
 def test_a_repository_of_ten_thousand_models(tree, tmp_path):
