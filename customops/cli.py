@@ -20,7 +20,7 @@ import sys
 from importlib import import_module
 from typing import Any, NoReturn, TextIO
 
-from customops import __version__, cleanup, sigbus
+from customops import __version__, sigbus
 from customops.errors import CustomopsError, printable
 
 SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "probe", "profile")
@@ -118,7 +118,9 @@ def run() -> NoReturn:
     standard_streams()
     signal.signal(signal.SIGTERM, _terminated)
     code = main()
-    cleanup.remove_all()  # what is still registered (a throw-away skeleton): os._exit skips atexit
+    registry = sys.modules.get("customops.cleanup")  # imported only by a run that made temporary directories
+    if registry is not None:
+        registry.remove_all()  # what is still registered (a throw-away skeleton): os._exit skips atexit
     try:
         sys.stdout.flush()
         sys.stderr.flush()

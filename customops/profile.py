@@ -236,11 +236,14 @@ def read(path: str) -> dict:
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """json.loads keeps the last of two equal keys; a profile that says two things about one path is refused."""
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"duplicate key {twice!r}")
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
     return out
 
 
