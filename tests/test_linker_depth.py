@@ -3,11 +3,15 @@ with no recursion limit, and the model still agrees with the real ld.so on every
 The libraries are written by fixtures/chain.py (a few milliseconds for thousands)."""
 
 import time
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracle import agree
 
-from customops.scanners.linker import NOT_FOUND, Dlopen, Environment, Scenario
+from customops.scanners.linker import NOT_FOUND, Dlopen, Environment, Scenario, _Scope
 from fixtures.chain import chain, diamonds, fan_out, function_of, write_graph
 
 
@@ -35,6 +39,26 @@ def test_a_chain_of_5000_libraries_resolves_without_recursion_in_linear_time(lin
     last = str(graphs / "chain5000" / "libchain4998.so")
     assert prediction.binding(last, function_of("libchain4999.so")).winner.object.endswith("libchain4999.so")
     assert elapsed < 60, f"{elapsed:.1f} s: quadratic again? (about 4 s when linear, over 2 minutes when not)"
+
+
+def test_a_name_every_library_of_a_chain_defines_binds_to_the_first_as_ld_so_binds_it(linker, loader, graphs):
+    top = write_graph(graphs / "shared300", chain(300, prefix="libshared"), shared="common_fn")
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(str(top)),)))
+    binding = prediction.binding(str(graphs / "shared300" / "libshared299.so"), "common_fn")
+    assert binding.winner.object == str(top) and len(binding.losers) == 299
+
+
+def test_3000_definitions_of_one_name_are_walked_once_per_scope_not_once_per_referrer(linker, loader, graphs):
+    """Every referrer's lookup of the name has the same winner and losers: decided once, the losers shared
+    (the model was quadratic in time and memory here: 50 s for 1,000 libraries)."""
+    top = write_graph(graphs / "shared3000", chain(3000, prefix="libmany"), shared="common_fn")
+    started = time.perf_counter()
+    prediction = linker.run(Scenario(loader, steps=(Dlopen(str(top)),)))
+    elapsed = time.perf_counter() - started
+    assert prediction.outcomes[-1].ok
+    raws = [raw for (_, name), raw in prediction.raw_bindings.items() if name == b"common_fn"]
+    assert len(raws) == 3000 and len({id(raw.losers) for raw in raws}) == 1 and len(raws[0].losers) == 2999
+    assert elapsed < 60, f"{elapsed:.1f} s"
 
 
 def test_a_missing_link_in_the_middle_of_a_deep_chain_fails_with_ld_sos_message(linker, loader, graphs):
@@ -79,3 +103,18 @@ def test_a_deep_chain_found_through_ld_library_path_walks_no_rpath(linker, loade
     top = write_graph(directory, chain(300, prefix="libplain"), runpath=None)
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=str(directory)), (Dlopen(str(top)),)))
     assert {a.source for s in prediction.outcomes[-1].searches for a in s.attempts} == {"LD_LIBRARY_PATH"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 60), max_size=40), max_size=6), st.lists(st.integers(0, 60), max_size=200),
+       st.lists(st.integers(0, 5), max_size=8))
+def test_the_scope_index_finds_the_same_exporters_as_one_membership_test_per_object(sets, queries, repeats):
+    """`_Scope.exporters` (one sorted index per scope) against np.isin per object, in scope order, each object
+    once even where it is in two scope lists, objects that export none of the names left out."""
+    objects = [SimpleNamespace(export_halves=(np.unique(np.array(s, dtype=np.uint32)), None),
+                               info=SimpleNamespace(symbols=SimpleNamespace(uses_gnu_hash=True))) for s in sets]
+    scopes = [objects, [objects[i] for i in repeats if i < len(objects)]]
+    q = np.array(queries, dtype=np.uint32)
+    expected = [(o, np.isin(q, o.export_halves[0])) for o in objects]
+    found = _Scope(scopes).exporters(q)  # type: ignore[arg-type]
+    assert [(id(o), mask.tolist()) for o, mask in found] == [(id(o), m.tolist()) for o, m in expected if m.any()]

@@ -347,6 +347,13 @@ class _Scope:
                     seen.add(id(o))
                     self.objects.append(o)
         self.all_gnu = all(o.info.symbols.uses_gnu_hash for o in self.objects)
+        self._members = seen
+        # Batch decisions by (name, version hash, version id, hidden, PLT, referrer is the executable):
+        # (winner, losers), or None where the per-symbol lookup decides (see _Process._bind_remembered).
+        self.decided: dict[tuple, tuple[tuple[_Object, int] | None, tuple[tuple[_Object, int], ...]] | None] = {}
+
+    def __contains__(self, obj: _Object) -> bool:
+        return id(obj) in self._members
 
     @cached_property
     def _index(self) -> tuple[np.ndarray, np.ndarray]:
@@ -356,6 +363,17 @@ class _Scope:
         positions = np.repeat(np.arange(len(halves)), sizes)
         order = np.argsort(values, kind="stable")  # equal halves stay in scope order
         return values[order], positions[order]
+
+    def count(self, queries: np.ndarray) -> np.ndarray:
+        """How many objects of the scope may export each queried hash half."""
+        values, _positions = self._index
+        return np.searchsorted(values, queries, "right") - np.searchsorted(values, queries, "left")
+
+    def candidates(self, half: int) -> list[_Object]:
+        """The objects that may export one hash half, in scope order."""
+        values, positions = self._index
+        left, right = np.searchsorted(values, half, "left"), np.searchsorted(values, half, "right")
+        return [self.objects[p] for p in positions[left:right].tolist()]  # sorted stably: in scope order
 
     def exporters(self, queries: np.ndarray) -> list[tuple[_Object, np.ndarray]]:
         """The objects that may export each queried hash half, in scope order, each with the mask of the
@@ -883,9 +901,7 @@ class _Process:
             relocated = relocated[np.argsort(symbols.reloc_first[relocated])]  # distinct positions: no ties
             scope = self._flat_scope(obj)
             halves = symbols.hash_halves[relocated]
-            exporters = scope.exporters(halves)
-            repeated, = _members([obj.export_halves[1]], halves)
-            bulk = self._bound_to_itself(obj, relocated, repeated, exporters)
+            bulk = self._bound_to_itself(obj, relocated, halves, scope)
             obj.bulk_bound = np.sort(relocated[bulk])
             rest = np.flatnonzero(~bulk)
             indices = relocated[rest]
@@ -893,25 +909,65 @@ class _Process:
             hashes = gnu_hashes(names)
             self._hashes.update(zip(names, hashes.tolist(), strict=True))
             classes = symbols.reloc_class[indices].tolist()
-            found_rest = [(o, found[rest]) for o, found in exporters]
-            for o, found in found_rest:  # every definition the lookups below may ask for, in bulk per object
-                wanted = np.flatnonzero(found)
-                if len(wanted) > 1:
-                    o.prefetch([names[k] for k in wanted.tolist()], hashes[wanted])
-            decided = self._bind_in_bulk(obj, indices, names, found_rest)
+            decided = self._bind_remembered(obj, scope, indices, names, hashes)
             scope_key = self._scope_key(obj)
-            for k, (i, name, cls) in enumerate(zip(indices.tolist(), names, classes, strict=True)):
+            for k, (i, name, cls, half) in enumerate(zip(indices.tolist(), names, classes, (hashes >> 1).tolist(),
+                                                         strict=True)):
                 raw = decided[k]
                 if raw is None:
                     kind = "lazy" if cls == RELOC_LAZY else "copy" if cls == RELOC_COPY else "now"
-                    candidates = [o for o, found in found_rest if found[k]]
-                    raw, crash = self._bind(obj, i, name, kind, scope, scope_key, candidates)
+                    raw, crash = self._bind(obj, i, name, kind, scope, scope_key, half)
                     if crash:
                         return unresolved, lazy_failures, crash
                 self.bindings[(obj.name, name)] = raw
                 if raw.winner is None and (raw.error or not raw.weak_reference):
                     (lazy_failures if cls == RELOC_LAZY and obj_lazy else unresolved).append(_binding(raw))
         return unresolved, lazy_failures, None
+
+    def _bind_remembered(self, obj: _Object, scope: _Scope, indices: np.ndarray, names: list[bytes],
+                         hashes: np.ndarray) -> list[_Bound | None]:
+        """`_bind_in_bulk`, each decision remembered for the scope: it depends on the name, the reference's
+        version, PLT or not and whether the referrer is the executable, not on which object refers. A name
+        defined by thousands of objects of one scope is then decided once, not once per referrer (which
+        walked every definition for each). The lookups the batch leaves to `_bind` are remembered as such;
+        a COPY relocation or a protected or -Bsymbolic own definition is never remembered."""
+        symbols = obj.info.symbols
+        e = symbols.entries[indices]
+        cls = symbols.reloc_class[indices]
+        own_binds = (e["st_shndx"] != SHN_UNDEF) & (((e["st_other"] & 3) == STV_PROTECTED)
+                                                    | bool(obj.info.flags & DF_SYMBOLIC))
+        mine = ((cls == RELOC_COPY) | own_binds).tolist()
+        _slot, ref_hash, ref_id, ref_hidden = self._versions_at(obj, indices)
+        keys = [None if own else (name, h, v, hidden, c == RELOC_LAZY, obj is self.main)
+                for own, name, h, v, hidden, c in zip(mine, names, ref_hash.tolist(), ref_id.tolist(),
+                                                      ref_hidden.tolist(), cls.tolist(), strict=True)]
+        decided: list[_Bound | None] = [None] * len(indices)
+        missing = []
+        for k, key in enumerate(keys):
+            if key is None or key not in scope.decided:
+                missing.append(k)
+                continue
+            remembered = scope.decided[key]
+            if remembered is not None:
+                weak_ref = (int(e["st_shndx"][k]) == SHN_UNDEF and int(e["st_info"][k]) >> 4 == STB_WEAK)
+                version = _symbol_version(obj, int(indices[k]))
+                decided[k] = _Bound(obj, names[k], version.name if version is not None else None,
+                                    "lazy" if key[4] else "now", weak_ref, *remembered, "", "")
+        if not missing:
+            return decided
+        at = np.array(missing, dtype=np.intp)
+        asked = [names[k] for k in missing]
+        exporters = scope.exporters(hashes[at] >> 1)
+        for o, found in exporters:  # every definition the lookups below may ask for, in bulk per object
+            wanted = np.flatnonzero(found)
+            if len(wanted) > 1:
+                o.prefetch([asked[k] for k in wanted.tolist()], hashes[at][wanted])
+        for k, raw in zip(missing, self._bind_in_bulk(obj, indices[at], asked, exporters), strict=True):
+            decided[k] = raw
+            key = keys[k]
+            if key is not None:
+                scope.decided[key] = None if raw is None else (raw.winner, raw.losers)
+        return decided
 
     def _bind_in_bulk(self, obj: _Object, indices: np.ndarray, names: list[bytes],
                       exporters: list[tuple[_Object, np.ndarray]]) -> list[_Bound | None]:
@@ -1012,19 +1068,15 @@ class _Process:
         row = np.where(slot < len(hashes) - 1, slot, len(hashes) - 1)
         return slot, hashes[row], ids[row], hidden[row]
 
-    def _bound_to_itself(self, obj: _Object, relocated: np.ndarray, repeated: np.ndarray,
-                         exporters: list[tuple[_Object, np.ndarray]]) -> np.ndarray:
+    def _bound_to_itself(self, obj: _Object, relocated: np.ndarray, halves: np.ndarray, scope: _Scope) -> np.ndarray:
         """Relocations of the object's own unique, acceptable definitions whose name no other object in
         its scope may export: ld.so's walk can only end at the object itself. Decided in bulk from the
         hash tables (no names built), which makes a 400k-symbol framework library cheap; every
         relocation with a real choice, or a hash collision, goes through the per-symbol lookup."""
-        own = np.zeros(len(relocated), dtype=bool)
-        others = np.zeros(len(relocated), dtype=bool)
-        for o, found in exporters:
-            if o is obj:
-                own |= found
-            else:
-                others |= found
+        own, repeated = _members(list(obj.export_halves), halves)
+        if obj not in scope:
+            own[:] = False
+        others = scope.count(halves) - own > 0
         e = obj.info.symbols.entries
         acceptable = (obj.matchable & ((e["st_info"] >> 4) != STB_GNU_UNIQUE) & (e["st_shndx"] != SHN_UNDEF)
                       & (obj.info.symbols.reloc_class != RELOC_COPY))
@@ -1042,7 +1094,7 @@ class _Process:
         return flat
 
     def _bind(self, obj: _Object, index: int, name: bytes, reloc: str, scope: _Scope,
-              scope_key: tuple[int, ...], candidates: list[_Object]) -> tuple[_Bound, str | None]:
+              scope_key: tuple[int, ...], half: int) -> tuple[_Bound, str | None]:
         # The referrer's own entry, read alone: `fields` would convert a whole table (0.05 s for
         # libtensorflow_cc.so.2) for the few relocations of a large object that come this way.
         entry = obj.info.symbols.entries[index]
@@ -1061,7 +1113,8 @@ class _Process:
         memo = self._lookup_memo.get(key)
         if memo is None:
             try:
-                memo = self._lookup(obj, name, version, plt, scope, candidates, skip=obj if reloc == "copy" else None)
+                memo = self._lookup(obj, name, version, plt, scope, scope.candidates(half),
+                                    skip=obj if reloc == "copy" else None)
             except _Failure as failure:
                 return _Bound(obj, name, version_name, reloc, weak_ref, None, (), "", ""), failure.message
             self._lookup_memo[key] = memo
