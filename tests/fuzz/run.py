@@ -146,7 +146,7 @@ def fuzz_profile(data: bytes) -> None:
     tempfile.tempdir = str(WORK / "tmp")  # where a skeleton without a cache is built
     os.makedirs(tempfile.tempdir, exist_ok=True)
     path = here / "profile.json"
-    path.write_bytes(data)
+    _put(path, data)
     try:
         skeleton = profile.materialize(profile.read(str(path)), None, str(path))
         assert skeleton is None or os.path.dirname(skeleton) == tempfile.tempdir
@@ -192,9 +192,18 @@ def _entry_path(kind: str, parts: list[str]) -> Path:
 def _write_entry(path: Path, data: bytes) -> None:
     """The fuzzed bytes as an entry this user wrote (0600, one link), where the reader looks."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    _put(path, data)
+
+
+def _put(path: Path, data: bytes) -> None:
+    """Overwrite in place: written, then cut to length (O_TRUNC of a written file costs ~3 ms on ext4, which
+    flushes the old data first; this costs 20 us)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def fuzz_report(data: bytes) -> None:
