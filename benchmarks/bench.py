@@ -8,7 +8,8 @@ page cache. "cold" = an empty customops cache directory, "warm" = the same direc
 Peak RSS is the child's own (os.wait4). customops' bytecode is compiled first, as installing a wheel
 does: from a source checkout with PYTHONDONTWRITEBYTECODE set, every run would compile each module again
 (~0.1 s of every customops command). Ratios are customops / peer; lower is better. Results are
-printed as a Markdown table and written to benchmarks/out/results.json.
+printed as a Markdown table and written to benchmarks/out/results.json. The chain section resolves
+DT_NEEDED chains of 250 to 5,000 tiny libraries against the real ld.so loading them.
 """
 
 from __future__ import annotations
@@ -119,6 +120,29 @@ def resolve_rows(libraries: list[str], runs: int) -> list[dict]:
         rows.append({"file": Path(lib).name, "objects": len(files),
                      "measurements": [asdict(m) for m in (cold, warm, nm)],
                      "cold_vs_nm": cold.seconds / nm.seconds, "warm_vs_nm": warm.seconds / nm.seconds})
+    return rows
+
+
+def chain_rows(loader: Path, depths: list[int], runs: int) -> list[dict]:
+    """A chain of N tiny libraries (lib0 needs lib1 needs lib2 ...): customops resolve of lib0 vs the real ld.so
+    dlopen()ing it (the fixture loader, RTLD_NOW), the same process the model simulates."""
+    from fixtures.chain import chain, write_graph
+
+    rows = []
+    for depth in depths:
+        directory = Path(tempfile.mkdtemp(prefix="customops-chain-"))
+        top = str(write_graph(directory, chain(depth)))
+        warm_page_cache([str(p) for p in directory.iterdir()])
+        cache = tempfile.mkdtemp(prefix="customops-bench-")
+        fresh = partial(shutil.rmtree, cache, ignore_errors=True)
+        resolve = [*CUSTOMOPS, "resolve", "--host", str(loader), "--cache-dir", cache, "--dlopen", top]
+        cold = measure(f"customops resolve, chain of {depth} (cold)", resolve, runs, before=fresh)
+        warm = measure(f"customops resolve, chain of {depth} (warm)", resolve, runs)
+        ld_so = measure(f"ld.so: dlopen of a chain of {depth}", [str(loader), top], runs)
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
+        rows.append({"depth": depth, "measurements": [asdict(m) for m in (cold, warm, ld_so)],
+                     "cold_vs_ld_so": cold.seconds / ld_so.seconds, "warm_vs_ld_so": warm.seconds / ld_so.seconds})
     return rows
 
 
@@ -250,6 +274,12 @@ def render(results: dict) -> str:
         lines.append(f"| {row['file']} | check cold / ldd -r | {row['cold_vs_ldd']:.2f}x |")
     for row in results["launch"]:
         lines.append(f"| launch | warm --dry-run minus python -c pass | {row['overhead_ms']:.0f} ms |")
+    lines += ["", "| chain depth | resolve cold s | resolve warm s | ld.so s | cold / ld.so | warm / ld.so "
+              "| peak RSS MB |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in results["chain"]:
+        cold, warm, ld_so = row["measurements"]
+        lines.append(f"| {row['depth']} | {cold['seconds']:.3f} | {warm['seconds']:.3f} | {ld_so['seconds']:.3f} | "
+                     f"{row['cold_vs_ld_so']:.2f}x | {row['warm_vs_ld_so']:.2f}x | {cold['peak_rss_mb']:.0f} |")
     lines += ["", "| models | check cold s | check warm s | peak RSS MB |", "|---:|---:|---:|---:|"]
     for row in results["scale"]:
         lines.append(f"| {row['models']} | {row['cold']:.3f} | {row['warm']:.3f} | {row['peak_rss_mb']:.0f} |")
@@ -306,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         resolve_libs = [str(tree / "bfs/libtop.so")]
         check_root, check_repo = tree / "container", example
         sizes = [10, 20]
+        depths = [250, 1000]
     else:
         candidates = [package_file("tensorflow", "libtensorflow_cc.so.2"),
                       package_file("torch", "lib", "libtorch_cpu.so")]
@@ -315,9 +346,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("install torch==2.13.0 and tensorflow-cpu (./scripts/test.sh does) or use --quick")
         check_root, check_repo = real_repository(tree)
         sizes = [10, 100, 1000]
+        depths = [250, 1000, 5000]
     results = {"machine": machine(), "runs": args.runs, "scan": scan_rows(scan_files, args.runs),
                "resolve": resolve_rows(resolve_libs, args.runs),
                "check": check_rows(check_root, check_repo, args.runs),
+               "chain": chain_rows(tree / "bin" / "loader", depths, args.runs),
                "scale": scale_rows(tree, sizes, max(1, min(args.runs, 3)), args.out.parent / "scale.svg"),
                "launch": launch_rows(tree / "container", example, args.runs)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
