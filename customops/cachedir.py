@@ -48,17 +48,35 @@ def file_key(path: str) -> str:
 
 
 def tree_fingerprint(directory: str) -> str:
-    """Every file and directory under `directory` with its file_key: changes when anything in the tree does."""
+    """Every file and directory under `directory` with its file_key: changes when anything in the tree does.
+    Walked with a stack of its own, as os.walk(followlinks=False) would (Python 3.11's recurses, and a
+    repository nested 1,500 directories deep would end the run with a RecursionError)."""
     entries = []
-    for current, dirs, files in os.walk(directory):
-        dirs.sort()
-        for name in sorted(files) + dirs:
+    stack = [directory]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as scan:
+                found = [(e.name, _is_dir(e), e.is_symlink()) for e in scan]
+        except OSError:
+            continue
+        dirs = sorted(name for name, is_dir, _ in found if is_dir)
+        for name in sorted(name for name, is_dir, _ in found if not is_dir) + dirs:
             path = os.path.join(current, name)
             try:
                 entries.append(f"{os.path.relpath(path, directory)}={file_key(path)}")
             except OSError:
                 entries.append(f"{os.path.relpath(path, directory)}=?")
+        links = {name for name, is_dir, link in found if is_dir and link}
+        stack.extend(os.path.join(current, name) for name in reversed(dirs) if name not in links)
     return "\n".join(entries)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 # -- trust -----------------------------------------------------------------------------------

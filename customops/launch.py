@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from customops.errors import CustomopsError, printable
+from customops.errors import CustomopsError, InputError, printable
 from customops.launch_cache import command_line
 from customops.manifest import CONTROL, Manifest, find_manifest, load_manifest
-from customops.mounts import container_of, host_of
+from customops.mounts import container_of, resolve_host
 from customops.plan import Context, merge
 from customops.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
 
@@ -71,7 +71,6 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
-    host_repositories = [host_of(root, r, mounts) for r in args.repositories]
     container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
     manifest = _manifest(args.repositories, root, manifest_path, mounts)
     notes: list[str] = []
@@ -80,6 +79,12 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     only = args.models_to_check
     check = None
     if run_the_check:
+        host_repositories = []
+        for repository in args.repositories:
+            host = resolve_host(root, repository, mounts)
+            if host is None:  # resolved as tritonserver would: a symlink out of the root never reaches this machine
+                raise InputError(repository, "model repository does not exist in the container")
+            host_repositories.append(host)
         existing_plugins = args.setting("tensorrt", "plugins")
         check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
@@ -108,8 +113,8 @@ def environment_for(server_argv: list[str], container_root: str, manifest_path: 
 def _manifest(repositories: tuple[str, ...], root: str, manifest_path: str | None,
               mounts: tuple[tuple[str, str], ...]) -> Manifest:
     """--manifest, else the one in the server's repositories (as this machine sees them)."""
-    host_repositories = [host_of(root, r, mounts) for r in repositories]
-    return load_manifest(manifest_path or find_manifest([r for r in host_repositories if os.path.isdir(r)]))
+    host_repositories = [resolve_host(root, r, mounts) for r in repositories]
+    return load_manifest(manifest_path or find_manifest([r for r in host_repositories if r and os.path.isdir(r)]))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import shlex
 
 from customops import __version__
 from customops.cachedir import MapOf, Text, default_cache_dir, file_key, load_result, store_result, tree_fingerprint
-from customops.mounts import Mounts, host_of
+from customops.mounts import Mounts, resolve_host
 from customops.serverargs import parse
 
 VERDICT_SHAPE = {"notes": [Text()], "report": (Text(lines=True), None), "dependencies": MapOf(str)}
@@ -34,8 +34,8 @@ def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: di
              environ.get("LD_PRELOAD", ""), environ.get("LD_LIBRARY_PATH", "")]
     try:
         for repository in args.repositories:
-            host = host_of(root, repository, mounts)
-            parts.append(tree_fingerprint(host))
+            host = resolve_host(root, repository, mounts)
+            parts.append("missing" if host is None else tree_fingerprint(host))
         if options.get("manifest"):
             parts.append(file_key(options["manifest"]))
     except OSError:

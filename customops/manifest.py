@@ -160,5 +160,9 @@ def find_manifest(repositories: list[str]) -> str | None:
     for repo in repositories:
         candidate = os.path.join(repo, MANIFEST_NAME)
         if os.path.lexists(candidate):  # whatever it is: a FIFO or a directory there is reported, not skipped
+            real, base = os.path.realpath(candidate), os.path.realpath(repo)
+            if not real.startswith(base.rstrip("/") + "/"):  # its values would reach the report
+                raise InputError(candidate, f"a symbolic link out of the model repository (to {printable(real)}), "
+                                 "not followed (pass --manifest to use a manifest kept elsewhere)")
             return candidate
     return None

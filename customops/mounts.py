@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import posixpath
 
+from customops import chroot
 from customops.errors import CustomopsError
 
 Mounts = tuple[tuple[str, str], ...]  # (container directory, host directory)
@@ -26,6 +27,18 @@ def host_of(root: str, path: str, mounts: Mounts = ()) -> str:
         if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
             return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
     return path if root == "/" else root.rstrip("/") + "/" + path.lstrip("/")
+
+
+def resolve_host(root: str, path: str, mounts: Mounts = ()) -> str | None:
+    """Where a container path (a model repository tritonserver is given) lies on this machine, resolved as
+    the kernel resolves it inside the container (customops.chroot: `..` and absolute symlinks stay in the
+    container, mounts are looked up on their host side); None when it does not exist there. Unlike host_of,
+    a symlink in the root (`models -> /home/me/models`) never names a directory of this machine."""
+    absolute = posixpath.normpath("/" + path.lstrip("/")) if path.startswith("/") or root != "/" \
+        else os.path.abspath(path)
+    ordered = tuple(sorted(mounts, key=lambda m: -len(m[0])))
+    found = chroot.resolve(root, ordered, absolute)
+    return None if found is None else found[1]
 
 
 def container_of(root: str, path: str, mounts: Mounts = ()) -> str:

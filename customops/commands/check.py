@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     repositories = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
     if not repositories:
         raise CustomopsError("no model repository given")
+    in_repository = not args.no_cache and _cache_in_repository(args.cache_dir or default_cache_dir(), repositories)
+    if in_repository:
+        args.no_cache = True  # a pull request could commit entries there, owned by the CI user like its own
     cache_key = None if args.no_cache or args.format == "text" or args.probe else report_key(args, repositories)
     if cache_key is not None and (hit := cached_report(cache_key)) is not None:
         emit(hit["report"], args.output)
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     manifest = load_manifest(args.manifest or find_manifest(repositories))
-    notes = []
+    notes = [f"cache directory {in_repository} is inside a model repository: not used"] if in_repository else []
     profile = args.profile
     if not (profile or args.container_root or args.triton_release) and not os.path.isdir("/opt/tritonserver"):
         profile = beside_repository(manifest, repositories)
@@ -130,6 +134,18 @@ def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-unty
                          cache_dir=cache)
 
 
+def _cache_in_repository(cache_dir: str | os.PathLike[str], repositories: list[str]) -> str | None:
+    """The cache directory, when it lies inside one of the repositories checked: files a pull request
+    commits there are checked out as the CI user's own, so the cache's ownership test would trust them
+    (a skeleton under a trusted profile's key would change the verdict)."""
+    real = os.path.realpath(cache_dir)
+    for repository in repositories:
+        base = os.path.realpath(repository).rstrip("/") + "/"
+        if (real + "/").startswith(base):
+            return str(cache_dir)
+    return None
+
+
 def emit(text: str, output: str | None) -> None:
     if output:
         write_file(output, lambda f: f.write(text if text.endswith("\n") else text + "\n"))
@@ -139,12 +155,35 @@ def emit(text: str, output: str | None) -> None:
 
 def write_file(output: str, write: Callable[[TextIO], object]) -> None:
     """--output: UTF-8 whatever the locale (JUnit declares it); a file that cannot be written (a missing
-    directory, a full disk: the error may come only when it is closed) is one line naming it, exit 2."""
+    directory, a full disk: the error may come only when it is closed) is one line naming it, exit 2.
+    A symbolic link there is written through only when it leads to a stream (`/dev/stdout`, a pipe): one
+    to a file, or to nothing, is refused, since the checkout a report usually lands in is the pull
+    request's, and `report.sarif -> ~/.bashrc` would clobber (or create) a file of the CI user."""
     try:
-        with open(output, "w", encoding="utf-8", errors="backslashreplace") as f:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if not (os.path.islink(output) and _stream(output)):
+            reason = "a symbolic link, not written through (remove it, or name its target)" \
+                if os.path.islink(output) else exc.strerror or str(exc)
+            raise InputError(output, reason) from None
+        try:
+            fd = os.open(output, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        except OSError as exc2:
+            raise InputError(output, exc2.strerror or str(exc2)) from None
+    try:
+        with open(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             write(f)
     except OSError as exc:
         raise InputError(output, exc.strerror or str(exc)) from None
+
+
+def _stream(path: str) -> bool:
+    """True when `path` leads to a character device, FIFO or socket (what `/dev/stdout` is)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] | None:
