@@ -48,17 +48,17 @@ def test_a_name_every_library_of_a_chain_defines_binds_to_the_first_as_ld_so_bin
     assert binding.winner.object == str(top) and len(binding.losers) == 299
 
 
-def test_3000_definitions_of_one_name_are_walked_once_per_scope_not_once_per_referrer(linker, loader, graphs):
+def test_1500_definitions_of_one_name_are_walked_once_per_scope_not_once_per_referrer(linker, loader, graphs):
     """Every referrer's lookup of the name has the same winner and losers: decided once, the losers shared
     (the model was quadratic in time and memory here: 50 s for 1,000 libraries)."""
-    top = write_graph(graphs / "shared3000", chain(3000, prefix="libmany"), shared="common_fn")
+    top = write_graph(graphs / "shared1500", chain(1500, prefix="libmany"), shared="common_fn")
     started = time.perf_counter()
     prediction = linker.run(Scenario(loader, steps=(Dlopen(str(top)),)))
     elapsed = time.perf_counter() - started
     assert prediction.outcomes[-1].ok
     raws = [raw for (_, name), raw in prediction.raw_bindings.items() if name == b"common_fn"]
-    assert len(raws) == 3000 and len({id(raw.losers) for raw in raws}) == 1 and len(raws[0].losers) == 2999
-    assert elapsed < 60, f"{elapsed:.1f} s"
+    assert len(raws) == 1500 and len({id(raw.losers) for raw in raws}) == 1 and len(raws[0].losers) == 1499
+    assert elapsed < 60, f"{elapsed:.1f} s: quadratic again? (about 1 s when linear, 2 minutes when not)"
 
 
 def test_a_missing_link_in_the_middle_of_a_deep_chain_fails_with_ld_sos_message(linker, loader, graphs):
@@ -105,7 +105,7 @@ def test_a_deep_chain_found_through_ld_library_path_walks_no_rpath(linker, loade
     assert {a.source for s in prediction.outcomes[-1].searches for a in s.attempts} == {"LD_LIBRARY_PATH"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 60), max_size=40), max_size=6), st.lists(st.integers(0, 60), max_size=200),
        st.lists(st.integers(0, 5), max_size=8))
 def test_the_scope_index_finds_the_same_exporters_as_one_membership_test_per_object(sets, queries, repeats):
