@@ -33,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn
 
-from customops import safeio, schemas
+from customops import chroot, outputs, safeio, schemas
 from customops.errors import ElfError, InputError, printable
 from customops.scanners.elf import loader_ranges
 
@@ -56,25 +56,24 @@ def create(container, server_args: tuple[str, ...] = ()) -> dict:  # type: ignor
     files: dict[str, dict] = {}
     links: dict[str, str] = {}
     directories: set[str] = set()
-    for top in sorted(dirs):
-        host_top = root + top
-        if not os.path.isdir(host_top):
+    for top in sorted({posixpath.normpath("/" + d.lstrip("/")) for d in dirs}):  # `..` stops at the root
+        real = _real_directory(target.root, top, links)
+        if real is None:
             continue
-        recursive = top.startswith("/opt/tritonserver")
-        for current, subdirs, names in os.walk(host_top, followlinks=False):
-            container_dir = current[len(root):] or "/"
+        for container_dir in _walk(root, real, recursive=top.startswith("/opt/tritonserver")):
             directories.add(container_dir)
-            if not recursive:
-                subdirs[:] = []
-            for name in (*names, *subdirs):
-                host = os.path.join(current, name)
-                path = os.path.join(container_dir, name)
-                if os.path.islink(host):
-                    links[path] = os.readlink(host)
-                elif os.path.isfile(host) and path not in files:
-                    entry = _file_entry(host, name)
-                    if entry is not None:
-                        files[path] = entry
+            try:
+                entries = sorted(os.scandir(root + container_dir), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                path = posixpath.join(container_dir, entry.name)
+                if entry.is_symlink():
+                    links[path] = os.readlink(entry.path)
+                elif entry.is_file(follow_symlinks=False) and path not in files:
+                    file_entry = _file_entry(entry.path, entry.name)
+                    if file_entry is not None:
+                        files[path] = file_entry
     cache = None
     cache_path = target.host_path("/etc/ld.so.cache")  # resolved inside the root, as the container's ld.so
     if cache_path is not None and safeio.is_regular(cache_path):
@@ -92,6 +91,42 @@ def create(container, server_args: tuple[str, ...] = ()) -> dict:  # type: ignor
         "files": dict(sorted(files.items())),
         "ld_so_cache": cache,
     }
+
+
+def _real_directory(root: str, top: str, links: dict[str, str]) -> str | None:
+    """The container path `top` names, resolved inside the root (chroot.resolve): a directory reached
+    through a symlink (`/lib -> usr/lib`, or one pointing out of the root) is read where the container sees
+    it, never on this machine, and every symlink on the way is recorded as a link. None: not a directory."""
+    found = chroot.resolve(root, (), top)
+    if found is None or not os.path.isdir(found[1]):
+        return None
+    prefix = ""
+    for part in (p for p in top.split("/") if p):
+        prefix += "/" + part
+        resolved = chroot.resolve(root, (), posixpath.dirname(prefix))
+        if resolved is None:
+            return None
+        host = chroot.host_of_real(root, (), posixpath.join(resolved[0], part))
+        if host is not None and os.path.islink(host):
+            links.setdefault(posixpath.join(resolved[0], part), os.readlink(host))
+    return found[0]
+
+
+def _walk(root: str, top: str, recursive: bool) -> list[str]:
+    """`top` and, if recursive, every directory below it (container paths, symlinks not followed), without
+    recursion: a hostile root may nest directories deeper than Python's stack."""
+    found, stack = [], [top]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        if not recursive:
+            continue
+        try:
+            subdirs = [e.name for e in os.scandir(root + current) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        stack += [posixpath.join(current, name) for name in sorted(subdirs, reverse=True)]
+    return found
 
 
 def _file_entry(host: str, name: str) -> dict | None:
@@ -209,9 +244,7 @@ def _relocation_summary(host: str, image: dict[int, bytearray]) -> dict[int, byt
 
 
 def write(profile: dict, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(profile, f, separators=(",", ":"))
-        f.write("\n")
+    outputs.write_file(path, lambda f: f.write(json.dumps(profile, separators=(",", ":")) + "\n"))
 
 
 # -- reading: a profile is untrusted input (a pull request can edit a committed one) -----------------

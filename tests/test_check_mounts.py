@@ -104,3 +104,25 @@ def test_launch_dry_run_maps_the_repository_through_a_mount(three_places):
                           f"{checkout}:/models", "--warn-only", "--dry-run", "--", "tritonserver",
                           "--model-repository=/models"], capture_output=True, text=True)
     assert "LD_PRELOAD=/models/ranker_pt/ops/libc10_interposer.so:/models/ranker_pt/ops/libtorch_op.so" in out.stdout
+
+
+def test_a_merged_usr_container_checked_through_its_profile_gives_the_same_verdicts(three_places, tmp_path):
+    """Ubuntu's /lib -> usr/lib (every current Triton image): the profile records the link and the one real
+    directory, and the skeleton resolves the search through it as the container does."""
+    root, checkout = three_places
+    for name in os.listdir(root / "lib" / "x86_64-linux-gnu"):
+        shutil.move(str(root / "lib" / "x86_64-linux-gnu" / name), str(root / "usr" / "lib" / "x86_64-linux-gnu"))
+    shutil.rmtree(root / "lib")
+    (root / "lib").symlink_to("usr/lib")
+    container = from_root(str(root))
+    mounts = default_mounts([str(checkout)], container, (("/models", str(checkout)),))
+    direct = run_check([str(checkout)], load_manifest(str(checkout / "customops.toml")), container, mounts)
+    profile = tmp_path / "customops-profile.json"
+    write_profile(container, str(profile))
+    recorded = json.loads(profile.read_text())
+    assert recorded["links"]["/lib"] == "usr/lib"
+    assert not any(p.startswith("/lib/") for p in (*recorded["files"], *recorded["directories"]))
+    via_profile = read_profile(str(profile), str(tmp_path / "cache"))
+    profiled = run_check([str(checkout)], load_manifest(str(checkout / "customops.toml")), via_profile,
+                         default_mounts([str(checkout)], via_profile))
+    assert verdicts(direct) == verdicts(profiled) and len(verdicts(direct)) == 8
