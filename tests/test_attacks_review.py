@@ -211,3 +211,10 @@ def test_profile_output_symlink_is_not_written_through(container, tmp_path):
     (tmp_path / "p.json").symlink_to(victim)
     result = customops(["profile", "create", "--container-root", str(container), "-o", "p.json"], tmp_path)
     assert result.returncode == 2 and "a symbolic link" in result.stderr and victim.read_text() == "keep\n"
+
+
+def test_junit_continuation_lines_cannot_start_a_workflow_command():
+    """A runtime message quoting a hostile DT_NEEDED (`x\n::error::...`) spans lines in JUnit's text."""
+    from customops.report.check import _lines
+
+    assert not any(line.startswith("::") for line in _lines("libx.so\n::error::forged\n").split("\n"))

@@ -130,8 +130,9 @@ def to_junit(result, fail_on: Severity, base: str | None) -> str:  # type: ignor
 
 
 def _lines(text: str) -> str:
-    """Multi-line text (a runtime's message) with every line printable."""
-    return "\n".join(printable(line) for line in text.split("\n"))
+    """Multi-line text (a runtime's message) with every line printable and continuation lines indented, so
+    none of them can start with `::` (a GitHub workflow command, were the XML echoed into a job log)."""
+    return "\n    ".join(printable(line) for line in text.split("\n"))
 
 
 def to_github(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
