@@ -162,7 +162,7 @@ def test_poisoned_skeleton_in_a_cache_directory_inside_the_repository_does_not_c
         result = customops([*check, *cache], tmp_path, CUSTOMOPS_CACHE_DIR=str(repository / ".cache"))
         report = json.loads(result.stdout)
         assert result.returncode == 1 and [f["code"] for f in report["findings"]] == ["CO302"], result.stdout
-        assert any("inside a model repository: not used" in n for n in report["notes"])
+        assert any("inside a model repository or its checkout: not used" in n for n in report["notes"])
 
 
 def test_repository_nested_deeper_than_python_recurses_is_not_an_internal_error(container, tmp_path, request):
@@ -218,3 +218,17 @@ def test_junit_continuation_lines_cannot_start_a_workflow_command():
     from customops.report.check import _lines
 
     assert not any(line.startswith("::") for line in _lines("libx.so\n::error::forged\n").split("\n"))
+
+
+def test_cache_directory_in_the_checkout_beside_the_repository_is_not_used(container, tmp_path):
+    """`checkout/.cache` next to `checkout/models`: still files the pull request can commit."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    repository = checkout / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    result = customops(["check", str(repository), "--container-root", str(container), "--format", "json",
+                        "--cache-dir", str(checkout / ".cache")], tmp_path)
+    report = json.loads(result.stdout)
+    assert any("its checkout: not used" in n for n in report["notes"]), report["notes"]
+    assert not (checkout / ".cache").exists()

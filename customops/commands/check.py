@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     manifest = load_manifest(args.manifest or find_manifest(repositories))
-    notes = [f"cache directory {in_repository} is inside a model repository: not used"] if in_repository else []
+    notes = [f"cache directory {in_repository} is inside a model repository or its checkout: not used"] if in_repository else []
     profile = args.profile
     if not (profile or args.container_root or args.triton_release) and not os.path.isdir("/opt/tritonserver"):
         profile = beside_repository(manifest, repositories)
@@ -133,15 +133,26 @@ def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-unty
 
 
 def _cache_in_repository(cache_dir: str | os.PathLike[str], repositories: list[str]) -> str | None:
-    """The cache directory, when it lies inside one of the repositories checked: files a pull request
-    commits there are checked out as the CI user's own, so the cache's ownership test would trust them
-    (a skeleton under a trusted profile's key would change the verdict)."""
+    """The cache directory, when it lies inside one of the repositories checked or the git checkout that
+    holds one: files a pull request commits there are checked out as the CI user's own, so the cache's
+    ownership test would trust them (a skeleton under a trusted profile's key would change the verdict)."""
     real = os.path.realpath(cache_dir)
     for repository in repositories:
-        base = os.path.realpath(repository).rstrip("/") + "/"
-        if (real + "/").startswith(base):
-            return str(cache_dir)
+        for base in (os.path.realpath(repository), _checkout_of(os.path.realpath(repository))):
+            if base and (real + "/").startswith(base.rstrip("/") + "/"):
+                return str(cache_dir)
     return None
+
+
+def _checkout_of(directory: str) -> str | None:
+    """The nearest directory at or above `directory` holding `.git` (a work tree), if any."""
+    while True:
+        if os.path.lexists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
 
 
 def emit(text: str, output: str | None) -> None:
