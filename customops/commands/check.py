@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     manifest = load_manifest(args.manifest or find_manifest(repositories))
-    notes = [f"cache directory {in_repository} is inside a model repository or its checkout: not used"] if in_repository else []
+    notes = [f"cache directory {in_repository} is inside a model repository or its checkout: not used"
+             ] if in_repository else []
     profile = args.profile
     if not (profile or args.container_root or args.triton_release) and not os.path.isdir("/opt/tritonserver"):
         profile = beside_repository(manifest, repositories)
