@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 SYMBOL_LINE = re.compile(
     r"^\s*(\d+): ([0-9a-f]+)\s+(0x[0-9a-f]+|\d+)\s+(\w+)\s+(\w+)\s+(\w+)\s+(\S+)(?:\s+(.*))?$"
@@ -79,3 +80,13 @@ def readelf_facts(path: str, use_dynamic: bool = False) -> ReadelfFacts:
     definitions = re.findall(r"Index: \d+\s+Cnt: \d+\s+Name: (\S+)", versions)
     return ReadelfFacts(soname[0] if soname else None, tag("NEEDED"), rpath[0].split(":") if rpath else [],
                         runpath[0].split(":") if runpath else [], symbols, needs, definitions)
+
+
+def gcc_shared(out: Path, source: str, *flags: str) -> Path:
+    """A shared library built from C `source` (gcc -shared -fPIC, extra `flags` last)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
+    src.unlink()
+    return out

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from elf_tools import gcc_shared
 
 from customops import cachedir
 from customops.commands.check import REPORT_SHAPE
@@ -45,15 +46,6 @@ def customops(args: list[str], tmp_path: Path, cache: Path | None = None, **env:
         del environ["CUSTOMOPS_CACHE_DIR"]
     return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True, cwd=tmp_path,
                           env=environ, timeout=TIMEOUT)
-
-
-def gcc_shared(out: Path, source: str, *flags: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".c")
-    src.write_text(source)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
-    src.unlink()
-    return out
 
 
 def needing(out: Path, dependency: str) -> Path:

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from elf_tools import gcc_shared
 
 from customops import chroot
 from customops.scanners.target import target_for_root
@@ -30,15 +31,6 @@ def customops(args: list[str], tmp_path: Path, **env: str) -> subprocess.Complet
     environ = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache"), **env}
     return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True,
                           cwd=tmp_path, env=environ, timeout=TIMEOUT)
-
-
-def gcc_shared(out: Path, source: str, *flags: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".c")
-    src.write_text(source)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
-    src.unlink()
-    return out
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from elf_tools import gcc_shared
 
 TIMEOUT = 60
 ORT_OP = "int RegisterCustomOps(void *o, const void *a) { return 0; }\nint dep(void); int use(void) { return dep(); }\n"
@@ -58,15 +59,6 @@ def unnest(directory: Path) -> None:
             os.rename(directory / "x", directory / "d")
         else:
             os.rmdir(directory / "d")
-
-
-def gcc_shared(out: Path, source: str, *flags: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".c")
-    src.write_text(source)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
-    src.unlink()
-    return out
 
 
 def test_model_repository_symlinked_out_of_the_container_root_is_not_read_by_launch_or_env(container, tmp_path):
