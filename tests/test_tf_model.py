@@ -45,5 +45,5 @@ def test_a_damaged_or_missing_model_is_an_error_not_a_guess(tmp_path):
     with pytest.raises(DamagedModel):
         model_ops(str(path))
     (tmp_path / "empty.savedmodel").mkdir()
-    with pytest.raises(InputError, match="saved_model.pb: No such file"):
+    with pytest.raises(InputError, match=r"saved_model\.pb: No such file"):
         model_ops(str(tmp_path / "empty.savedmodel"))
