@@ -36,6 +36,18 @@ class Parser(argparse.ArgumentParser):
         super().error(printable(message))
 
 
+class SubcommandParser(Parser):
+    """A subcommand's parser: an argument it does not know is its own usage error (`usage: customops check
+    ...`, exit 2), as ruff and docker report it, not the top-level usage that argparse shows once the
+    unknown argument has travelled back up to `customops`."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 class Terminated(BaseException):
     """SIGTERM, raised wherever customops is, so that `finally` blocks remove what they created."""
 
@@ -77,8 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="customops",
         description="Will these custom-operation libraries load in this Triton container, and will they collide?",
     )
-    parser.add_argument("--version", action="version", version=f"customops {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("-V", "--version", action="version", version=f"customops {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=SubcommandParser,
+                                help="customops COMMAND --help describes each")
     for name in SUBCOMMANDS:
         import_module(f"customops.commands.{name}").register(sub)
     return parser

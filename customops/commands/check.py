@@ -6,7 +6,10 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 from customops.cachedir import MapOf, Text, default_cache_dir
 from customops.errors import CustomopsError
@@ -18,7 +21,8 @@ FORMATS = ("text", "json", "sarif", "junit", "github")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a model repository's custom libraries against a Triton container",
                        description=__doc__)
-    p.add_argument("repositories", nargs="*", metavar="MODEL_REPOSITORY")
+    p.add_argument("repositories", nargs="*", metavar="MODEL_REPOSITORY",
+                   help="a Triton model repository: a directory of model directories, each with a config.pbtxt")
     p.add_argument("--model-repository", "--model-store", action="append", default=[], dest="more_repositories",
                    metavar="DIR", help="another model repository (as tritonserver takes it; repeatable)")
     p.add_argument("--manifest", metavar="FILE", help="customops.toml (default: the repository's own, if any)")
@@ -27,14 +31,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                                "when /opt/tritonserver exists)")
     where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
     where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
-    p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR")
+    p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
+                   help="the server's --backend-directory, inside the container (default: %(default)s)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
                    help="where a checkout directory appears in the container, as docker -v (repeatable)")
     p.add_argument("--model-config-name", metavar="NAME", help="read configs/NAME.pbtxt where present")
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="report format: text for people, json (customops.check/1), sarif for code scanning, "
+                        "junit for test dashboards, github for workflow annotations (default: text)")
     p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true",
+                      help="text report: only the findings and the summary line (no header, notes or clean models)")
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="text report: also the container's facts, every evidence line, suppressed findings and "
+                           "what was checked in each model without findings")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="text report: colour and bold; auto only on a terminal and without NO_COLOR "
+                        "(default: auto)")
+    p.add_argument("--statistics", action="store_true",
+                   help="text report: instead of the findings, one line per code: its count, severity and title")
     p.add_argument("--probe", action="store_true",
                    help="also load the op libraries with the real frameworks, each group in an isolated child "
                         "process, and report what they register and how they collide")
@@ -43,15 +61,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--probe-onnxruntime", metavar="LIB", help="the libonnxruntime.so to register ONNX Runtime op "
                    "libraries into (default: the container's, when checking the container from inside, else "
                    "the probe interpreter's)")
-    p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--cache-dir", type=Path)
-    p.set_defaults(run=run)
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the cache (parsed libraries, profiles' skeletons, reports)")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="the cache directory (default: $CUSTOMOPS_CACHE_DIR, else $XDG_CACHE_HOME/customops, "
+                        "else ~/.cache/customops)")
+    p.set_defaults(run=partial(run, usage=p.error))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
+    """`usage` reports a wrong combination of options with check's usage line (the parser's error), else as
+    CustomopsError."""
+    def wrong(message: str) -> NoReturn:
+        if usage is not None:
+            usage(message)
+        raise CustomopsError(message)
+
     repositories = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
-    if not repositories:
+    if not repositories:  # one line, as every other bad input (tests/test_bad_input.py)
         raise CustomopsError("no model repository given")
+    if args.statistics and args.format != "text":
+        wrong("--statistics applies to the text report only (the other formats list every finding)")
     in_repository = not args.no_cache and _cache_in_repository(args.cache_dir or default_cache_dir(), repositories)
     if in_repository:
         args.no_cache = True  # a pull request could commit entries there, owned by the CI user like its own
@@ -100,12 +130,15 @@ def run(args: argparse.Namespace) -> int:
         "github": lambda: report.to_github(result, base),
     }
     if args.format == "text":
-        if args.output:
-            from customops.report.escape import console
+        from customops.report.escape import console
 
-            write_file(args.output, lambda f: report.render_text(result, fail_on, exit_code, base, console(f)))
+        color = args.color
+        style = {"verbosity": 1 if args.verbose else -1 if args.quiet else 0, "statistics": args.statistics}
+        if args.output:
+            write_file(args.output, lambda f: report.render_text(result, fail_on, exit_code, base, console(f, color),
+                                                                 **style))
         else:
-            report.render_text(result, fail_on, exit_code, base)
+            report.render_text(result, fail_on, exit_code, base, console(None, color), **style)
     else:
         text = rendered[args.format]()
         emit(text, args.output)
@@ -171,7 +204,8 @@ def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] |
     from customops import __version__
     from customops.cachedir import file_key, tree_fingerprint
 
-    options = {k: v for k, v in vars(args).items() if k not in ("run", "cache_dir", "no_cache", "output")}
+    options = {k: v for k, v in vars(args).items() if k not in ("run", "cache_dir", "no_cache", "output", "quiet",
+                                                                 "verbose", "color", "statistics")}
     parts = [__version__, "check", json.dumps(options, sort_keys=True, default=str), json.dumps(repositories),
              str(os.path.isdir("/opt/tritonserver"))]
     try:

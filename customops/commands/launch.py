@@ -28,13 +28,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--container-root", default="/", metavar="DIR", help="default: / (inside the container)")
-    p.add_argument("--manifest", metavar="FILE")
-    p.add_argument("--fail-on", choices=("error", "warning", "info"))
+    p.add_argument("--manifest", metavar="FILE", help="customops.toml (default: the repository's own, if any)")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"),
+                   help="the check blocks the launch on findings at or above this severity (default: the "
+                        "manifest's, else error)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
                    help="with --container-root: where a directory of this machine appears in the container")
     p.add_argument("--existing-preload", choices=("first", "last"), default="last",
                    help="where LD_PRELOAD entries already in the environment go (default: after customops')")
-    p.add_argument("server", nargs=argparse.REMAINDER, metavar="-- TRITONSERVER [ARG...]")
+    p.add_argument("server", nargs=argparse.REMAINDER, metavar="-- TRITONSERVER [ARG...]",
+                   help="the server's command line, after --, e.g. -- tritonserver --model-repository=/models")
 
 
 def server_argv(args: argparse.Namespace) -> list[str]:

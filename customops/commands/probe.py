@@ -9,7 +9,7 @@ import json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="load libraries for real, each in an isolated child process",
                        description=__doc__)
-    p.add_argument("libraries", nargs="+", metavar="LIB")
+    p.add_argument("libraries", nargs="+", metavar="LIB", help="a shared library to load (hostile code is contained)")
     p.add_argument("--python", metavar="PATH", help="the interpreter that loads them (default: this one)")
     p.add_argument("--timeout", type=float, default=60, help="seconds per library (default 60)")
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--onnxruntime-library", metavar="PATH",
                    help="the libonnxruntime.so that --framework onnxruntime registers into (default: the one in "
                         "the interpreter's onnxruntime package)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text for people, json for scripts (default: text)")
     p.set_defaults(run=run)
 
 

@@ -8,11 +8,15 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="record a container's facts for CI", description=__doc__)
-    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION",
+                               help="customops profile ACTION --help describes it")
     create = actions.add_parser("create", help="write a profile of the container (default: this machine)")
-    create.add_argument("--container-root", default="/", metavar="DIR")
-    create.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR")
-    create.add_argument("-o", "--output", required=True, metavar="FILE")
+    create.add_argument("--container-root", default="/", metavar="DIR",
+                        help="the container's unpacked filesystem (default: /, when run inside the image)")
+    create.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
+                        help="the server's --backend-directory, inside the container (default: %(default)s)")
+    create.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="the profile to write (commit it as customops-profile.json next to the repository)")
     create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
                         help="the server's arguments, recorded for later checks")
     create.set_defaults(run=run)

@@ -37,9 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cwd", default=None, help="the process's working directory (for relative paths)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
                    help="where a directory of this machine appears in the target, as docker -v (repeatable)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--cache-dir", type=Path)
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text for people, json for scripts (default: text)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the parse cache")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="parse cache directory (default: $XDG_CACHE_HOME/customops)")
     p.set_defaults(run=run)
 
 

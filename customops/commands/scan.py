@@ -24,14 +24,17 @@ SYMBOL_SHAPE = {"name": str, "demangled": str, "bind": str, "type": str, "visibi
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help="show an ELF file as the dynamic linker sees it",
                        description="Show what an ELF file needs from the dynamic linker and offers to others.")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--symbols", action="store_true", help="list dynamic symbols (demangled)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="an ELF file (shared library or executable)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text for people, json (customops.scan/1) for scripts (default: text)")
+    p.add_argument("--symbols", action="store_true",
+                   help="list dynamic symbols (demangled): a table on a terminal, else one full symbol per line")
     p.add_argument("--filter", metavar="GLOB", help="only symbols whose raw or demangled name matches GLOB")
-    p.add_argument("--defined-only", action="store_true")
-    p.add_argument("--undefined-only", action="store_true")
+    p.add_argument("--defined-only", action="store_true", help="only the symbols the file defines")
+    p.add_argument("--undefined-only", action="store_true", help="only the symbols the file needs from others")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the parse cache")
-    p.add_argument("--cache-dir", type=Path, help="parse cache directory (default: $XDG_CACHE_HOME/customops)")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="parse cache directory (default: $XDG_CACHE_HOME/customops)")
     p.set_defaults(run=run)
 
 
@@ -42,9 +45,10 @@ def run(args: argparse.Namespace) -> int:
         records = _scan(args, with_symbols)
     if args.format == "json":
         from customops.report.escape import dumps
+        from customops.report.scan import sorted_versions
         from customops.schemas import SCAN as SCAN_SCHEMA
 
-        sys.stdout.write(dumps({"schema": SCAN_SCHEMA, "files": records}))
+        sys.stdout.write(dumps({"schema": SCAN_SCHEMA, "files": [sorted_versions(r) for r in records]}))
         sys.stdout.write("\n")
     else:
         from customops.report.scan import render_scan

@@ -150,33 +150,108 @@ def to_github(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
         message = github_data(f.message + (f" | predicted: {f.predicted}" if f.predicted else ""))
         lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
     return "\n".join(lines) + ("\n" if lines else "")
-def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None) -> None:  # type: ignore[no-untyped-def]
+EVIDENCE_SHOWN = 12  # evidence lines of a finding shown without --verbose
+
+
+def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None,  # type: ignore[no-untyped-def]
+                verbosity: int = 0, statistics: bool = False) -> None:
+    """The report for people. `verbosity` -1 (--quiet): the findings and the summary line only; 0: also a
+    header, a rule per model, the models without findings and the notes; 1 (--verbose): also the container's
+    facts, every evidence line, the suppressed findings and what was checked of each model without findings.
+    `statistics` (--statistics, as ruff's): one line per code (count, code, severity, title), then the summary
+    line, and nothing else."""
     console = console or new_console()
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+    if statistics:
+        for count, code, level in _statistics(result.findings):
+            console.print(f"{count:>5}  [{style[level]}]{code} {level!s:<7}[/] {markup(CODES[code].title)}")
+        _summary(console, result, fail_on, exit_code)
+        return
     facts = result.container.facts
     source = result.container.target.root if result.container.target else facts.source
-    console.print(f"[bold]customops check[/]: {len(result.models)} model(s) against {markup(str(source))}"
-                  + (f" (Triton {markup(facts.triton_version)})" if facts.triton_version else ""))
+    if verbosity >= 0:
+        console.print(f"[bold]customops check[/]: {len(result.models)} model(s) against {markup(str(source))}"
+                      + (f" (Triton {markup(facts.triton_version)})" if facts.triton_version else ""))
+    if verbosity > 0:
+        for line in _facts(facts):
+            console.print(f"[dim]container: {markup(line)}[/]")
     by_model: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
         by_model[f.model or "(server)"].append(f)
     for model in sorted(by_model, key=lambda m: (-max(int(f.level) for f in by_model[m]), m)):
-        console.rule(f"[bold]{markup(model)}")
+        if verbosity >= 0:
+            console.rule(f"[bold]{markup(model)}")
         for f in by_model[model]:
+            _finding(console, f, base, style, verbosity)
+    untouched = [m for m in result.models if m.name not in by_model]
+    if untouched and verbosity == 0:
+        console.print(f"[green]no findings:[/] {markup(', '.join(m.name for m in untouched))}")
+    elif untouched and verbosity > 0:
+        loads: dict[str, int] = defaultdict(int)
+        for step in result.plan.dlopens:
+            if step.model:
+                loads[step.model] += 1
+        for m in untouched:
+            what = [f"backend {m.backend or '?'}", *([f"platform {m.platform}"] if m.platform else []),
+                    f"version(s) {', '.join(map(str, m.versions)) or 'none'}",
+                    f"{len(m.op_libraries)} op librar{'y' if len(m.op_libraries) == 1 else 'ies'}",
+                    f"{loads[m.name]} load(s) predicted"]
+            console.print(f"[green]no findings:[/] {markup(m.name)} [dim]({markup('; '.join(what))})[/]")
+    if verbosity > 0:
+        for f in result.suppressed:
             where = relative(f.file, base)
-            location = f"{where}:{f.line}:{f.column}: " if where and f.line else (f"{where}: " if where else "")
-            console.print(f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] {markup(location)}{markup(f.message)}")
-            if f.predicted:
-                console.print(f"    [dim]runtime:[/] {markup(f.predicted)}")
-            for line in f.evidence[:12]:
-                console.print(f"    [dim]{markup(line)}[/]")
-            console.print(f"    [dim]fix:[/] {markup(f.hint)}")
-    untouched = [m.name for m in result.models if m.name not in by_model]
-    if untouched:
-        console.print(f"[green]no findings:[/] {markup(', '.join(untouched))}")
-    for note in result.notes:
-        console.print(f"[dim]note: {markup(note)}[/]")
+            console.print(f"[dim]suppressed: {f.code} {f.level!s} {markup(f.model or '(server)')}: "
+                          f"{markup(f'{where}: ' if where else '')}{markup(f.message)}[/]")
+    if verbosity >= 0:
+        for note in result.notes:
+            console.print(f"[dim]note: {markup(note)}[/]")
+    _summary(console, result, fail_on, exit_code)
+
+
+def _summary(console, result, fail_on: Severity, exit_code: int) -> None:  # type: ignore[no-untyped-def]
     c = counts(result.findings)
     verdict = "[bold red]FAIL[/]" if exit_code else "[bold green]OK[/]"
     console.print(f"{verdict} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "
                   f"{len(result.suppressed)} suppressed; failing at {fail_on} and above")
+
+
+def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int) -> None:  # type: ignore[no-untyped-def]
+    where = relative(f.file, base)
+    location = f"{where}:{f.line}:{f.column}: " if where and f.line else (f"{where}: " if where else "")
+    console.print(f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] {markup(location)}{markup(f.message)}")
+    if f.predicted:
+        console.print(f"    [dim]runtime:[/] {markup(f.predicted)}")
+    shown = f.evidence if verbosity > 0 else f.evidence[:EVIDENCE_SHOWN]
+    for line in shown:
+        console.print(f"    [dim]{markup(line)}[/]")
+    if len(shown) < len(f.evidence):
+        console.print(f"    [dim]... {len(f.evidence) - len(shown)} more evidence line(s) (--verbose shows them)[/]")
+    console.print(f"    [dim]fix:[/] {markup(f.hint)}")
+
+
+def _statistics(findings: list[Finding]) -> list[tuple[int, str, Severity]]:
+    """(count, code, severity) per code, the most frequent first, as `ruff --statistics` orders them."""
+    tally: dict[str, int] = defaultdict(int)
+    level: dict[str, Severity] = {}
+    for f in findings:
+        tally[f.code] += 1
+        level[f.code] = max(level.get(f.code, f.level), f.level)
+    return sorted(((n, code, level[code]) for code, n in tally.items()), key=lambda t: (-t[0], t[1]))
+
+
+def _facts(facts) -> list[str]:  # type: ignore[no-untyped-def]
+    """The container facts the check used, one line each (--verbose)."""
+    lines = [f"source {facts.source}"]
+    if facts.backends:
+        lines.append("backends " + ", ".join(facts.backends))
+    if facts.absent_backends:
+        lines.append("absent backends " + ", ".join(facts.absent_backends))
+    versions = [value if value.startswith(label) else f"{label} {value}" for label, value in (
+        ("TensorRT", facts.tensorrt), ("ONNX Runtime", facts.onnxruntime), ("TensorFlow", facts.tensorflow),
+        ("PyTorch", facts.pytorch), ("CUDA", facts.cuda), ("GLIBC", facts.glibc), ("GLIBCXX", facts.glibcxx),
+        ("CXXABI", facts.cxxabi)) if value]
+    if versions:
+        lines.append(", ".join(versions))
+    if facts.missing:
+        lines.append("not checkable without the container's files: " + ", ".join(facts.missing))
+    return lines

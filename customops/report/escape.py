@@ -11,6 +11,7 @@ backslashreplace writes it; a control character as Python writes it in a string 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -40,12 +41,25 @@ def markup(text: object) -> str:
     return escape(printable(str(text)))
 
 
-def console(file: TextIO | None = None) -> Console:
-    """A console that interprets nothing it is given (no emoji codes such as `:smile:`); report text goes
-    through markup() before it reaches it."""
+def console(file: TextIO | None = None, color: str = "auto") -> Console:
+    """A console that interprets nothing it is given (no emoji codes such as `:smile:`, no highlighting of
+    numbers and paths: only the report's own styles); report text goes through markup() before it reaches it.
+
+    `color` (`--color`): "never" writes no escape sequence at all, whatever FORCE_COLOR says; "always"
+    styles even a file or a pipe, even with NO_COLOR; "auto" styles a terminal (or what FORCE_COLOR or
+    TTY_COMPATIBLE declare one) unless NO_COLOR is set to anything, and NO_COLOR removes every style, bold
+    and dim included (rich alone would keep them)."""
     from rich.console import Console
 
-    return Console(file=file, soft_wrap=True, emoji=False)
+    options: dict[str, Any] = {"file": file, "soft_wrap": True, "emoji": False, "highlight": False}
+    if color == "never" or (color == "auto" and os.environ.get("NO_COLOR")):
+        return Console(**options, color_system=None)
+    if color == "always":
+        forced = Console(**options, force_terminal=True, no_color=False)
+        # a dumb or unknown TERM would leave rich without colours: the 16 standard ones work everywhere
+        return forced if forced.color_system else Console(**options, force_terminal=True, no_color=False,
+                                                          color_system="standard")
+    return Console(**options)
 
 
 def clean(value: Any) -> Any:

@@ -3,6 +3,8 @@ entries, symbols, version names), so each goes through markup(): shown escaped, 
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -11,9 +13,30 @@ from customops.report.escape import console as new_console
 from customops.report.escape import markup, printable
 
 
+def version_key(name: str) -> tuple:
+    """GLIBC_2.2.5 < GLIBC_2.14 < GLIBC_2.34: names compared with their numbers as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part)
+
+
+def sorted_versions(record: dict) -> dict:
+    """The record with its version lists sorted (providers by name, versions in version order); the
+    definitions keep their index order."""
+    record = dict(record)
+    for key in ("version_needs", "weak_version_needs"):
+        record[key] = {provider: sorted(versions, key=version_key)
+                       for provider, versions in sorted(record[key].items())}
+    record["version_maxima"] = dict(sorted(record["version_maxima"].items()))
+    return record
+
+
 def render_scan(records: list[dict], console: Console | None = None) -> None:
+    """On a terminal, versions needed and symbols are tables fitted to its width; anywhere else (a pipe, a
+    file) one provider and one full symbol per line, never truncated or wrapped, as `nm` prints them for
+    grep. Version lists are sorted (sorted_versions)."""
     console = console or new_console()
-    for record in records:
+    isatty = getattr(console.file, "isatty", None)
+    terminal = bool(isatty and isatty())
+    for record in map(sorted_versions, records):
         console.rule(f"[bold]{markup(record['path'])}")
         console.print(
             f"ELF{record['class']} {record['byte_order']}-endian {record['machine']} {record['type']}"
@@ -33,7 +56,13 @@ def render_scan(records: list[dict], console: Console | None = None) -> None:
                 f"C++ string ABI: [bold]{abi['flavour']}[/] (defined: {abi['defined_cxx11']} cxx11 / "
                 f"{abi['defined_old']} old; undefined: {abi['undefined_cxx11']} cxx11 / {abi['undefined_old']} old)"
             )
-        if record["version_needs"]:
+        if record["version_needs"] and not terminal:
+            console.print("versions needed:")
+            for provider, versions in record["version_needs"].items():
+                console.print(Text(f"  {printable(provider)}: {printable(', '.join(versions))}"), soft_wrap=True)
+            if record["version_maxima"]:
+                console.print("highest: " + markup(", ".join(record["version_maxima"].values())))
+        elif record["version_needs"]:
             table = Table("provider", "versions needed", box=None, pad_edge=False)
             for provider, versions in record["version_needs"].items():
                 table.add_row(_cell(provider), _cell(", ".join(versions)))
@@ -42,13 +71,26 @@ def render_scan(records: list[dict], console: Console | None = None) -> None:
                 console.print("highest: " + markup(", ".join(record["version_maxima"].values())))
         defs = [d for d in record["version_definitions"] if not d["base"]]
         if defs:
-            console.print("defines versions: " + markup(", ".join(d["names"][0] for d in defs)))
-        if "symbols" in record:
+            console.print("defines versions: " + markup(", ".join(sorted((d["names"][0] for d in defs),
+                                                                         key=version_key))))
+        if "symbols" in record and not terminal:
+            _symbol_lines(console, record["symbols"])
+        elif "symbols" in record:
             table = Table("bind", "type", "vis", "", "version", "symbol", box=None, pad_edge=False)
             for s in record["symbols"]:
                 table.add_row(s["bind"], s["type"], s["visibility"], "def" if s["defined"] else "UND",
                               _cell(s["version"] or ""), _cell(s["demangled"]))
             console.print(table)
+
+
+def _symbol_lines(console: Console, symbols: list[dict]) -> None:
+    """bind, type, visibility, def|UND and version in aligned columns, then the whole demangled name."""
+    rows = [(s["bind"], s["type"], s["visibility"], "def" if s["defined"] else "UND", printable(s["version"] or "-"),
+             printable(s["demangled"])) for s in symbols]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(5)]
+    for row in rows:
+        line = " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + " " + row[5]
+        console.print(Text(line), soft_wrap=True)
 
 
 def _cell(text: str) -> Text:

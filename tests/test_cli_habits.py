@@ -1,0 +1,268 @@
+"""The habits users bring from ruff, shellcheck, mypy and docker (issue #18): -V, a subcommand's own usage
+on a usage error, help for every option, -q/-v, --color, --statistics, and `scan --symbols` for grep."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from customops.cli import build_parser
+from fixtures.example import install
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "model_repository"
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+COLOUR_VARIABLES = ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE", "COLUMNS")
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("habits") / "model_repository"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.so"))
+    return repo, install(repo)
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in COLOUR_VARIABLES}
+    env["CUSTOMOPS_CACHE_DIR"] = str(Path(os.environ.get("TMPDIR", "/tmp")) / "customops-test-cache")
+    return {**env, "TERM": "xterm-256color", **extra}
+
+
+def customops(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True,
+                          env=environment(**env), cwd=ROOT)
+
+
+def on_terminal(*args: str, **env: str) -> str:
+    """customops with its standard output on a pseudo-terminal."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "customops", *args], stdout=slave, stderr=subprocess.PIPE,
+                               env=environment(**env), cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    process.wait()
+    os.close(master)
+    return b"".join(chunks).decode()
+
+
+def check(example, *args: str, **env: str) -> subprocess.CompletedProcess:
+    repo, container = example
+    return customops("check", str(repo), "--container-root", str(container), *args, **env)
+
+
+def example_result(example):  # type: ignore[no-untyped-def]
+    from customops.check import run_check
+    from customops.container import from_root
+    from customops.manifest import load_manifest
+
+    repo, container = example
+    return run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(container)), ())
+
+
+def rendered(result, **options) -> str:  # type: ignore[no-untyped-def]
+    from customops.codes import Severity
+    from customops.report.check import render_text
+    from customops.report.escape import console
+
+    buffer = io.StringIO()
+    render_text(result, Severity.ERROR, 1, None, console(buffer), **options)
+    return buffer.getvalue()
+
+
+def test_dash_V_is_version():
+    short, long = customops("-V"), customops("--version")
+    assert short.returncode == 0 and short.stdout == long.stdout and short.stdout.startswith("customops ")
+
+
+def test_unknown_option_of_a_subcommand_prints_its_usage():
+    for args, prog in ((["check", "--bogus", "x"], "customops check"),
+                       (["profile", "create", "-o", "p.json", "--bogus"], "customops profile create"),
+                       (["scan", "--bogus", "lib.so"], "customops scan"),
+                       (["launch", "--bogus", "--", "tritonserver"], "customops launch")):
+        result = customops(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith(f"usage: {prog} "), result.stderr
+        assert f"{prog}: error: unrecognized arguments: --bogus" in result.stderr
+
+
+def test_missing_option_of_a_subcommand_prints_its_usage():
+    for args, prog, error in ((["profile", "create"], "customops profile create", "-o/--output"),
+                              (["check", "models", "--format"], "customops check", "expected one argument"),
+                              (["scan"], "customops scan", "FILE")):
+        result = customops(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith(f"usage: {prog} ") and f"{prog}: error: " in result.stderr
+        assert error in result.stderr
+
+
+def test_every_option_and_positional_has_help():
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if not action.help:
+                missing.append(f"{name}: {'/'.join(action.option_strings) or action.dest}")
+            if isinstance(action, argparse._SubParsersAction):
+                described = {choice.dest for choice in action._choices_actions if choice.help}
+                missing.extend(f"{name} {sub}: no summary" for sub in action.choices if sub not in described)
+                for sub, subparser in action.choices.items():
+                    walk(subparser, f"{name} {sub}")
+
+    walk(build_parser(), "customops")
+    assert missing == []
+
+
+def test_quiet_prints_only_findings_and_the_summary(example):
+    normal, quiet = check(example), check(example, "-q")
+    assert quiet.returncode == normal.returncode == 1
+    lines = quiet.stdout.splitlines()
+    assert lines[0].startswith("CO") and lines[-1].startswith("FAIL 6 error(s), 2 warning(s)")
+    assert all(line.startswith(("CO", "    ")) for line in lines[:-1])
+    assert "no findings" not in quiet.stdout and "note:" not in quiet.stdout and "customops check" not in quiet.stdout
+    findings = [line for line in normal.stdout.splitlines() if line.startswith(("CO", "    "))]
+    assert lines[:-1] == findings  # every finding, with its runtime message, evidence and fix
+
+
+def test_verbose_adds_container_facts_and_what_each_clean_model_loads(example):
+    normal, verbose = check(example), check(example, "-v")
+    assert verbose.returncode == 1
+    assert "container: backends onnxruntime, pytorch, tensorflow, tensorrt" in verbose.stdout
+    assert re.search(r"container: .*TensorRT 10", verbose.stdout)
+    assert re.search(r"no findings: text_tf \(backend tensorflow;.*1 op library; 1 load\(s\) predicted\)",
+                     verbose.stdout)
+    assert set(normal.stdout.splitlines()) - {"no findings: custom, ranker_pt, text_tf"} <= set(
+        verbose.stdout.splitlines())
+
+
+def test_verbose_shows_every_evidence_line_the_default_report_cuts(example):
+    result = example_result(example)
+    long = dataclasses.replace(result.findings[0], evidence=tuple(f"evidence line {i}" for i in range(20)))
+    result.findings[0] = long
+    default, verbose = rendered(result), rendered(result, verbosity=1)
+    assert "evidence line 11" in default and "evidence line 12" not in default
+    assert "... 8 more evidence line(s) (--verbose shows them)" in default
+    assert all(f"evidence line {i}" in verbose for i in range(20)) and "more evidence" not in verbose
+
+
+def test_verbose_lists_suppressed_findings(example):
+    result = example_result(example)
+    result.suppressed.append(result.findings.pop())
+    shown = rendered(result, verbosity=1)
+    assert re.search(r"^suppressed: CO\d{3} \w+ ", shown, re.M) and "; 1 suppressed;" in shown
+    assert "suppressed:" not in rendered(result)
+
+
+def test_color_auto_styles_a_terminal_and_not_a_pipe(example):
+    repo, container = example
+    assert SGR.search(on_terminal("check", str(repo), "--container-root", str(container), "-q"))
+    assert "\x1b" not in check(example).stdout
+
+
+def test_no_color_removes_all_styling_including_bold(example):
+    repo, container = example
+    text = on_terminal("check", str(repo), "--container-root", str(container), NO_COLOR="1", FORCE_COLOR="1")
+    assert "\x1b" not in text and "CO308 error" in text and "FAIL 6 error(s)" in text
+
+
+def test_color_never_writes_no_escape_sequence_even_with_force_color(example):
+    repo, container = example
+    forced = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}
+    assert "\x1b" not in check(example, "--color", "never", **forced).stdout
+    assert "\x1b" not in on_terminal("check", str(repo), "--container-root", str(container), "--color", "never",
+                                     **forced)
+
+
+def test_color_always_styles_a_pipe_even_with_no_color(example):
+    result = check(example, "--color", "always", NO_COLOR="1", TERM="dumb")
+    assert "\x1b[1;31mCO308 error  \x1b[0m" in result.stdout
+    assert SGR.sub("", result.stdout) == check(example).stdout
+
+
+def test_color_highlights_only_the_reports_own_styles(example):
+    """rich's highlighter would colour every number, path and quoted string of a message."""
+    result = check(example, "--color", "always", "-q")
+    for line in result.stdout.splitlines():
+        if line.startswith("\x1b[1;31mCO504"):
+            message = line.split("\x1b[0m", 1)[1]
+            assert "\x1b" not in message and "1 of its symbols" in message
+            break
+    else:
+        raise AssertionError(result.stdout)
+
+
+def test_statistics_prints_one_line_per_code_with_its_count(example):
+    result = check(example, "--statistics")
+    assert result.returncode == 1
+    *lines, summary = result.stdout.splitlines()
+    assert summary.startswith("FAIL 6 error(s), 2 warning(s)")
+    assert len(lines) == 8 and all(re.fullmatch(r" +1  CO\d{3} (error  |warning) \S.*", line) for line in lines)
+    assert "    1  CO302 error   needed library not found" in lines
+    assert [line.split()[1] for line in lines] == sorted(line.split()[1] for line in lines)
+
+
+def test_statistics_orders_codes_by_count(example):
+    from customops.report.check import _statistics
+
+    first = {}
+    for f in example_result(example).findings:
+        first.setdefault(f.code, f)
+    a, b, c = (first[code] for code in sorted(first)[:3])
+    assert [(n, code) for n, code, _ in _statistics([a, b, b, c, c, c])] == [(3, c.code), (2, b.code), (1, a.code)]
+
+
+def test_statistics_is_for_the_text_report_only(example):
+    result = check(example, "--statistics", "--format", "json")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("usage: customops check ")
+    assert "--statistics applies to the text report only" in result.stderr
+
+
+def test_scan_symbols_piped_prints_one_full_symbol_per_line(tree):
+    library = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
+    if not os.path.exists(library):
+        pytest.skip("no libstdc++ here")
+    result = customops("scan", "--symbols", "--no-cache", "--defined-only", library)
+    assert result.returncode == 0, result.stderr
+    symbols = [line for line in result.stdout.splitlines() if re.match(r"(GLOBAL|WEAK|GNU_UNIQUE|LOCAL)\s", line)]
+    assert len(symbols) > 1000
+    longest = max(symbols, key=len)
+    assert len(longest) > 200 and "…" not in result.stdout  # neither cut at 80 columns nor wrapped
+    assert any(line.endswith("std::range_error::~range_error()") for line in symbols)
+
+
+def test_scan_version_lists_are_sorted(tree):
+    from customops.report.scan import version_key
+
+    library = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
+    if not os.path.exists(library):
+        pytest.skip("no libstdc++ here")
+    result = customops("scan", "--no-cache", library)
+    needed = re.search(r"^  libc\.so\.6: (.*)$", result.stdout, re.M)
+    assert needed, result.stdout
+    versions = needed.group(1).split(", ")
+    assert versions == sorted(versions, key=version_key) and versions.index("GLIBC_2.14") > versions.index(
+        "GLIBC_2.3")
+    defined = re.search(r"^defines versions: (.*)$", result.stdout, re.M).group(1).split(", ")  # type: ignore[union-attr]
+    assert defined == sorted(defined, key=version_key)
+    import json
+
+    record = json.loads(customops("scan", "--format", "json", library).stdout)["files"][0]
+    assert all(v == sorted(v, key=version_key) for v in record["version_needs"].values())
