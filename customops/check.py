@@ -29,6 +29,8 @@ class CheckResult:
     container: Container
     notes: list[str] = field(default_factory=list)
     step_outcomes: list[tuple[LoadStep, object]] = field(default_factory=list)
+    manifest: str | None = None  # the customops.toml used (absolute), if any
+    profile: str | None = None  # the container profile checked against (absolute), if any
 
 
 def dependencies(result: CheckResult) -> list[str]:

@@ -155,14 +155,42 @@ def load_manifest(path: str | None) -> Manifest:
     )
 
 
-def find_manifest(repositories: list[str]) -> str | None:
-    """customops.toml at the root of the first repository that has one."""
+def checkout_root(repository: str) -> str:
+    """The nearest directory at or above `repository` holding `.git` (the checkout), else the repository
+    itself: discovery never looks above it."""
+    start = directory = os.path.abspath(repository)
+    while True:
+        if os.path.lexists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return start
+        directory = parent
+
+
+def discover(repositories: list[str], name: str, what: str, option: str) -> str | None:
+    """The file `name` nearest to the first repository that has one, looking in the repository and each
+    directory above it up to its checkout root (checkout_root). One that is a symbolic link out of that
+    checkout is refused (its contents would reach the report): InputError."""
     for repo in repositories:
-        candidate = os.path.join(repo, MANIFEST_NAME)
-        if os.path.lexists(candidate):  # whatever it is: a FIFO or a directory there is reported, not skipped
-            real, base = os.path.realpath(candidate), os.path.realpath(repo)
-            if not real.startswith(base.rstrip("/") + "/"):  # its values would reach the report
-                raise InputError(candidate, f"a symbolic link out of the model repository (to {printable(real)}), "
-                                 "not followed (pass --manifest to use a manifest kept elsewhere)")
-            return candidate
+        top = checkout_root(repo)
+        directory = os.path.abspath(repo)
+        while True:
+            candidate = os.path.join(directory, name)
+            if os.path.lexists(candidate):  # whatever it is: a FIFO or a directory there is reported, not skipped
+                real, base = os.path.realpath(candidate), os.path.realpath(top)
+                if not real.startswith(base.rstrip("/") + "/"):
+                    raise InputError(candidate, f"a symbolic link out of the model repository or its checkout "
+                                     f"(to {printable(real)}), not followed (pass {option} to use {what} kept "
+                                     "elsewhere)")
+                return candidate
+            if directory == top or os.path.dirname(directory) == directory:
+                break
+            directory = os.path.dirname(directory)
     return None
+
+
+def find_manifest(repositories: list[str]) -> str | None:
+    """customops.toml of the first repository that has one: in the repository or a directory above it, up
+    to its checkout's root."""
+    return discover(repositories, MANIFEST_NAME, "a manifest", "--manifest")

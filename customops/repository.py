@@ -66,10 +66,16 @@ class Model:
         return os.path.join(self.path, str(self.versions[0]), named or default)
 
 
-def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None) -> list[Model]:
+def check_repository(path: str) -> None:
+    """A model repository is a directory of model directories: one that does not exist or is not a
+    directory is an InputError."""
     if not os.path.isdir(path):
         raise InputError(path, "model repository is not a directory" if os.path.exists(path) else
                          "model repository does not exist")
+
+
+def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None) -> list[Model]:
+    check_repository(path)
     try:
         entries = sorted(os.listdir(path))
     except OSError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,40 @@ def test_every_load_of_the_example_is_confirmed_by_the_real_loader(container_wit
     result = run_check([repo], load_manifest(str(root / "models" / "customops.toml")), from_root(str(root)), ())
     oracle = confirm_check(result, str(root))
     assert len(oracle.dlopens) == len(result.plan.dlopens) > 5
+
+
+ROOT = EXAMPLE.parent.parent
+README = ROOT / "README.md"
+FENCE = "```text\n"
+
+
+def example_output() -> str:
+    """The README's example command (scripts/example.sh) run for real, at 80 columns, from the checkout root;
+    the fixture tree's hash and the checkout's own path replaced by what the README shows."""
+    container = install()
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("FORCE_COLOR", None)
+    result = subprocess.run([sys.executable, "-m", "customops", "check", "examples/model_repository",
+                             "--container-root", str(container)], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 1, result.stderr
+    shown = os.path.relpath(container, ROOT).replace(container.parent.name, "tree-…")
+    return result.stdout.replace(str(container), shown).replace(str(ROOT) + "/", "")
+
+
+def readme_sample(text: str) -> tuple[int, int]:
+    """Where the sample output lies in the README: the first ```text block."""
+    start = text.index(FENCE) + len(FENCE)
+    return start, text.index("```\n", start)
+
+
+def test_the_readme_shows_the_real_output_of_the_example():
+    """Regenerate with `PYTHONPATH=. .venv/bin/python tests/test_check_example.py --write`."""
+    text = README.read_text()
+    start, end = readme_sample(text)
+    assert text[start:end] == example_output()
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    text = README.read_text()
+    start, end = readme_sample(text)
+    README.write_text(text[:start] + example_output() + text[end:])

@@ -16,6 +16,8 @@ from customops.errors import CustomopsError
 from customops.outputs import write_file
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
+NO_CONTAINER = ("no container to check against: pass --container-root DIR, --profile FILE or --triton-release "
+                "YY.MM, or run inside the Triton image")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manifest", metavar="FILE", help="customops.toml (default: the repository's own, if any)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--container-root", metavar="DIR", help="the container's unpacked filesystem (default: / "
-                                                               "when /opt/tritonserver exists)")
+                                                               "when /opt/tritonserver exists; `/` checks this "
+                                                               "machine)")
     where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
     where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
@@ -95,7 +98,11 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     from customops.manifest import find_manifest, load_manifest
     from customops.mounts import parse_mount
     from customops.report import check as report
+    from customops.repository import check_repository
     from customops.scanners.elfcache import ElfReader
+
+    for repository in repositories:  # before looking for a container: the more precise mistake first
+        check_repository(repository)
 
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     manifest = load_manifest(args.manifest or find_manifest(repositories))
@@ -104,8 +111,13 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     profile = args.profile
     if not (profile or args.container_root or args.triton_release) and not os.path.isdir("/opt/tritonserver"):
         profile = beside_repository(manifest, repositories)
-        if profile:
-            notes.append(f"using the profile {profile} (no container root given and no /opt/tritonserver here)")
+        if not profile:
+            raise CustomopsError(NO_CONTAINER)
+        notes.append(f"using the profile {shown(profile)} (no container root given and no /opt/tritonserver here)")
+    elif profile:
+        notes.append(f"using the profile {shown(profile)}")
+    if manifest.path:
+        notes.append(f"using the manifest {shown(manifest.path)}")
     if profile:
         container = read_profile(profile, None if args.no_cache else args.cache_dir or default_cache_dir())
     elif args.triton_release:
@@ -118,9 +130,8 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
                        set(args.load_model) if args.load_model else None, reader,
                        probe=probe_settings(args, container) if args.probe else None)
     result.notes[:0] = notes
-    if container.target is not None and container.target.is_live and not os.path.isdir("/opt/tritonserver"):
-        result.notes.append("checked against this machine (no /opt/tritonserver here): pass --container-root, "
-                            "--profile or --triton-release to check against a Triton container")
+    result.manifest = manifest.path
+    result.profile = os.path.abspath(profile) if profile else None
     exit_code = 1 if any(f.level >= fail_on for f in result.findings) else 0
     base = repositories[0]
     rendered = {
@@ -211,9 +222,23 @@ def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] |
     try:
         parts += [tree_fingerprint(r) for r in repositories]
         parts += [file_key(p) for p in (args.manifest, args.profile) if p]
+        parts += [f"{p}={file_key(p)}" for p in discovered(args, repositories)]
     except OSError:
         return None
     return [str(args.cache_dir or ""), *parts]
+
+
+def discovered(args: argparse.Namespace, repositories: list[str]) -> list[str]:
+    """The manifest and profile that discovery finds above the repositories (not named by an option), for the
+    report's cache key: a change to one there is outside the repositories' fingerprint."""
+    from customops.manifest import find_manifest
+
+    found = [] if args.manifest else [find_manifest(repositories)]
+    if not (args.profile or args.container_root or args.triton_release):
+        from customops.manifest import discover
+
+        found.append(discover(repositories, PROFILE_NAME, "a profile", "--profile"))
+    return [p for p in found if p]
 
 
 REPORT_SHAPE = {"report": Text(lines=True), "exit_code": frozenset({0, 1}), "dependencies": MapOf(str)}
@@ -249,11 +274,22 @@ def store_report(key: list[str], value: dict, depends_on: list[str]) -> None:  #
 
 
 def beside_repository(manifest, repositories: list[str]) -> str | None:  # type: ignore[no-untyped-def]
-    """The manifest's [check] profile, else customops-profile.json next to the manifest or the repository."""
+    """The manifest's [check] profile, else customops-profile.json next to the manifest, or in a repository
+    or a directory above it up to its checkout's root (one that is a symbolic link out of that checkout is
+    refused, as a manifest is: customops.manifest.discover)."""
+    from customops.manifest import discover
+
     if manifest.profile:
-        return manifest.profile
-    for directory in ([manifest.directory] if manifest.directory else []) + repositories:
-        candidate = os.path.join(directory, "customops-profile.json")
-        if os.path.isfile(candidate):
-            return candidate
-    return None
+        return str(manifest.profile)
+    return discover(([manifest.directory] if manifest.directory else []) + repositories, PROFILE_NAME,
+                    "a profile", "--profile")
+
+
+PROFILE_NAME = "customops-profile.json"
+
+
+def shown(path: str) -> str:
+    """A path for a note: relative to the working directory when inside it, else absolute."""
+    path = os.path.abspath(path)
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip("/") + "/") else path

@@ -49,6 +49,8 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
         "ok": exit_code == 0,
         "summary": {**counts(result.findings), "suppressed": len(result.suppressed), "fail_on": str(fail_on),
                     "exit_code": exit_code, "models": len(result.models)},
+        "manifest": relative(result.manifest, base),
+        "profile": relative(result.profile, base),
         "container": {"source": facts.source, "root": result.container.target.root if result.container.target else None,
                       "facts": {k: v for k, v in facts.__dict__.items()}},
         "models": [{"name": m.name, "backend": m.backend, "platform": m.platform, "versions": list(m.versions),

@@ -1,0 +1,135 @@
+"""First contact (issue #18): what a new user meets on a fresh machine. No container and no profile is a usage
+error; the manifest and the profile are found from the repository up to its checkout's root (never through
+a symbolic link leaving it) and the report names them; the messages of the example say what they mean."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_CONTAINER = ("customops: no container to check against: pass --container-root DIR, --profile FILE or "
+                "--triton-release YY.MM, or run inside the Triton image\n")
+outside_a_container = pytest.mark.skipif(os.path.isdir("/opt/tritonserver"),
+                                         reason="a Triton container: / is the container checked")
+
+
+def customops(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(cwd / "cache"), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
+
+
+def models(where: Path) -> Path:
+    """A repository of one ONNX model (no library of its own)."""
+    (where / "m" / "1").mkdir(parents=True)
+    (where / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    return where
+
+
+@pytest.fixture(scope="module")
+def profile_file(tree, tmp_path_factory) -> Path:
+    """A profile of the fixture container (customops profile create)."""
+    where = tmp_path_factory.mktemp("profile")
+    result = customops("profile", "create", "--container-root", str(tree / "container"), "-o",
+                       str(where / "p.json"), cwd=where)
+    assert result.returncode == 0, result.stderr
+    return where / "p.json"
+
+
+@outside_a_container
+def test_no_container_and_no_profile_is_a_usage_error(tmp_path):
+    result = customops("check", str(models(tmp_path / "models")), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr == NO_CONTAINER and result.stdout == ""
+
+
+def test_container_root_slash_checks_this_machine(tmp_path):
+    result = customops("check", str(models(tmp_path / "models")), "--container-root", "/", "--format", "json",
+                       cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    assert report["container"]["root"] == "/" and report["profile"] is None and report["manifest"] is None
+
+
+@outside_a_container
+def test_manifest_and_profile_are_found_above_the_repository_up_to_the_checkout_root(tmp_path, profile_file):
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    repo = models(checkout / "deploy" / "models")
+    (checkout / "customops.toml").write_text('[check]\nfail-on = "info"\n')
+    shutil.copy(profile_file, checkout / "deploy" / "customops-profile.json")
+    result = customops("check", str(repo), "--format", "json", cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    assert report["manifest"] == str(checkout / "customops.toml")
+    assert report["profile"] == str(checkout / "deploy" / "customops-profile.json")
+    assert report["summary"]["fail_on"] == "info" and report["container"]["source"] == "profile"
+
+
+@outside_a_container
+def test_discovery_stops_at_the_checkout_root(tmp_path, profile_file):
+    """Above the checkout (here: a manifest and a profile beside it) nothing is used."""
+    (tmp_path / "customops.toml").write_text('[check]\nfail-on = "info"\n')
+    shutil.copy(profile_file, tmp_path / "customops-profile.json")
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    result = customops("check", str(models(checkout / "models")), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr == NO_CONTAINER
+
+
+@outside_a_container
+def test_discovery_without_a_checkout_looks_in_the_repository_only(tmp_path, profile_file):
+    shutil.copy(profile_file, tmp_path / "customops-profile.json")
+    result = customops("check", str(models(tmp_path / "models")), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr == NO_CONTAINER
+
+
+def test_a_manifest_above_the_repository_symlinked_out_of_the_checkout_is_refused(tmp_path):
+    secret = tmp_path / "secret.toml"
+    secret.write_text('[host]\npreload = ["/SECRET_CANARY_TOKEN"]\n')
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "customops.toml").symlink_to(secret)
+    result = customops("check", str(models(checkout / "models")), "--container-root", "/", "--format", "json",
+                       cwd=tmp_path)
+    assert result.returncode == 2 and "symbolic link out of the model repository" in result.stderr
+    assert result.stderr.count("\n") == 1 and "SECRET_CANARY" not in result.stdout + result.stderr
+
+
+def test_a_manifest_symlinked_inside_the_checkout_is_used(tmp_path):
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "config").mkdir()
+    (checkout / "config" / "customops.toml").write_text('[check]\nfail-on = "info"\n')
+    repo = models(checkout / "models")
+    (repo / "customops.toml").symlink_to("../config/customops.toml")
+    result = customops("check", str(repo), "--container-root", "/", "--format", "json", cwd=tmp_path)
+    assert json.loads(result.stdout)["summary"]["fail_on"] == "info", result.stderr
+
+
+@outside_a_container
+def test_a_profile_above_the_repository_symlinked_out_of_the_checkout_is_refused(tmp_path, profile_file):
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "customops-profile.json").symlink_to(profile_file)
+    result = customops("check", str(models(checkout / "models")), cwd=tmp_path)
+    assert result.returncode == 2 and "symbolic link out of the model repository" in result.stderr
+    assert "customops-profile.json" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_the_text_report_names_the_manifest_and_profile_used(tmp_path, profile_file):
+    repo = models(tmp_path / "models")
+    (repo / "customops.toml").write_text("")
+    result = customops("check", "models", "--profile", str(profile_file), cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+    assert f"note: using the profile {profile_file}\n" in result.stdout
+    assert "note: using the manifest models/customops.toml\n" in result.stdout
+    report = json.loads(customops("check", "models", "--profile", str(profile_file), "--format", "json",
+                                  cwd=tmp_path).stdout)
+    assert report["manifest"] == "customops.toml" and report["profile"] == str(profile_file)
