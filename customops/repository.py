@@ -67,11 +67,14 @@ class Model:
 
 
 def check_repository(path: str) -> None:
-    """A model repository is a directory of model directories: one that does not exist or is not a
-    directory is an InputError."""
+    """A model repository is a directory of model directories: one that does not exist, is not a directory,
+    or is itself a model directory (it has a config.pbtxt, and its version directories would be read as
+    models called "1", "2") is an InputError."""
     if not os.path.isdir(path):
         raise InputError(path, "model repository is not a directory" if os.path.exists(path) else
                          "model repository does not exist")
+    if os.path.isfile(os.path.join(path, "config.pbtxt")):
+        raise InputError(path, "is a model directory; pass its repository (the parent directory)")
 
 
 def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None) -> list[Model]:
@@ -112,13 +115,13 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
             text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8-sig")
         except (InputError, UnicodeDecodeError) as exc:
             reason = exc.reason if isinstance(exc, InputError) else str(exc)
-            problems.append(Problem("CO101", f"{printable(config_path)}: cannot be read ({reason})",
+            problems.append(Problem("CO101", f"cannot be read ({reason})",  # the finding's file is the path
                                     f"failed to read text proto from {config_path}"))
             text = None
         if text is not None:
             config, error = parse_config(text, config_path)
             if error is not None:
-                problems.append(Problem("CO101", f"{config_path}:{error.line}:{error.column}: {error.reason}",
+                problems.append(Problem("CO101", error.reason,  # the finding's location: path:line:column
                                         f"failed to read text proto from {config_path}", error.line, error.column))
     backend = config.backend if config is not None else ""
     platform = config.platform if config is not None else ""

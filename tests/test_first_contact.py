@@ -133,3 +133,48 @@ def test_the_text_report_names_the_manifest_and_profile_used(tmp_path, profile_f
     report = json.loads(customops("check", "models", "--profile", str(profile_file), "--format", "json",
                                   cwd=tmp_path).stdout)
     assert report["manifest"] == "customops.toml" and report["profile"] == str(profile_file)
+
+
+@pytest.fixture(scope="module")
+def example_report(tmp_path_factory) -> str:
+    """The text report of the bundled example (a copy of it), as the README shows it."""
+    from fixtures.example import install
+
+    where = tmp_path_factory.mktemp("example")
+    repo = where / "model_repository"
+    shutil.copytree(ROOT / "examples" / "model_repository", repo, ignore=shutil.ignore_patterns("*.so"))
+    container = install(repo)
+    result = customops("check", str(repo), "--container-root", str(container), cwd=where)
+    assert result.returncode == 1, result.stderr
+    return result.stdout
+
+
+def test_one_missing_symbol_is_singular(example_report):
+    assert "1 of its symbols is missing there" in example_report
+    assert "symbols are missing" not in example_report
+
+
+def test_no_findings_lists_only_models_no_finding_concerns(example_report):
+    """ranker_pt ships the preload of the server section's CO401: it has a finding."""
+    assert "CO401 warning ranker_pt/ops/libc10_interposer.so" in example_report
+    assert "\nno findings: custom, text_tf\n" in example_report
+
+
+def test_a_config_error_prints_its_location_once(tmp_path):
+    repo = models(tmp_path / "models")
+    (repo / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\nbogus: 1\n')
+    result = customops("check", "models", "--container-root", "/", cwd=tmp_path)
+    line = next(line for line in result.stdout.splitlines() if line.startswith("CO101"))
+    assert line.count("config.pbtxt") == 1 and "m/config.pbtxt:2:" in line, line
+    report = json.loads(customops("check", "models", "--container-root", "/", "--format", "json",
+                                  cwd=tmp_path).stdout)
+    finding = next(f for f in report["findings"] if f["code"] == "CO101")
+    assert finding["file"] == "m/config.pbtxt" and finding["line"] == 2 and "config.pbtxt" not in finding["message"]
+
+
+def test_a_model_directory_given_instead_of_the_repository_is_a_usage_error(tmp_path):
+    models(tmp_path / "models")
+    result = customops("check", "models/m", "--container-root", "/", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert result.stderr == (f"customops: {tmp_path / 'models' / 'm'}: is a model directory; pass its repository "
+                             "(the parent directory)\n")

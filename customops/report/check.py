@@ -185,7 +185,7 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
             console.rule(f"[bold]{markup(model)}")
         for f in by_model[model]:
             _finding(console, f, base, style, verbosity)
-    untouched = [m for m in result.models if m.name not in by_model]
+    untouched = [m for m in result.models if not any(_concerns(f, m) for f in result.findings)]
     if untouched and verbosity == 0:
         console.print(f"[green]no findings:[/] {markup(', '.join(m.name for m in untouched))}")
     elif untouched and verbosity > 0:
@@ -208,6 +208,15 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
         for note in result.notes:
             console.print(f"[dim]note: {markup(note)}[/]")
     _summary(console, result, fail_on, exit_code)
+
+
+def _concerns(f: Finding, model) -> bool:  # type: ignore[no-untyped-def]
+    """A finding is about a model when it names it, or when its file lies in the model's directory (a
+    server finding about a preload the model ships, such as a CO401 on its op library)."""
+    if f.model == model.name:
+        return True
+    root = os.path.abspath(model.path).rstrip("/") + "/"
+    return bool(f.file) and os.path.abspath(f.file or "").startswith(root)
 
 
 def _summary(console, result, fail_on: Severity, exit_code: int) -> None:  # type: ignore[no-untyped-def]

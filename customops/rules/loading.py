@@ -38,7 +38,8 @@ def _lazy(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
         return []
     first = failures[0]
     return [Finding(
-        "CO305", f"{_what(step)}: {len(failures)} function(s) are defined nowhere; the first call of {_shown(first)} "
+        "CO305", f"{_what(step)}: {len(failures)} function{' is' if len(failures) == 1 else 's are'} defined nowhere; "
+                 f"the first call of {_shown(first)} "
                  "kills the server", symbol=first.symbol.decode("utf-8", "replace"),
         predicted=f"symbol lookup error: {first.referrer}: undefined symbol: {first.symbol.decode()}",
         evidence=_symbols(failures), **_about(step))]
@@ -107,7 +108,7 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
         framework = _framework_of(first, outcome, ctx, reader)
         if framework:
             return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
-                                    f"{len(outcome.unresolved)} of its symbols are missing there, "
+                                    f"{_count(len(outcome.unresolved))} missing there, "
                                     f"first {_shown(first)}",
                            symbol=first.symbol.decode("utf-8", "replace"), version=first.version, predicted=message,
                            evidence=_symbols(outcome.unresolved), **_about(step))
@@ -126,6 +127,11 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
         return Finding("CO306", f"{_what(step)} crashes ld.so: a versioned symbol's provider has no version "
                                 "information", predicted=message, **_about(step))
     return Finding("CO304", f"{_what(step)} fails to load: {message}", predicted=message, **_about(step))
+
+
+def _count(n: int) -> str:
+    """ "1 of its symbols is", "2 of its symbols are"."""
+    return f"{n} of its symbols {'is' if n == 1 else 'are'}"
 
 
 def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> str | None:
