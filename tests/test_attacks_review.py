@@ -224,3 +224,21 @@ def test_cache_directory_in_the_checkout_beside_the_repository_is_not_used(conta
     report = json.loads(result.stdout)
     assert any("its checkout: not used" in n for n in report["notes"]), report["notes"]
     assert not (checkout / ".cache").exists()
+
+
+def test_manifest_profile_outside_the_checkout_is_not_read(tmp_path):
+    """`[check] profile = "/some/host/file.json"` in a pull request's manifest: not read, one line, exit 2."""
+    secret = tmp_path / "elsewhere" / "secret.json"
+    secret.parent.mkdir()
+    secret.write_text('{"schema": "TOPSECRET"}\n')
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    repository = checkout / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    (repository / "customops.toml").write_text(f'[check]\nprofile = "{secret}"\n')
+    result = customops(["check", str(repository)], tmp_path)
+    assert result.returncode == 2 and "outside the checkout" in result.stderr and "TOPSECRET" not in result.stderr
+    (repository / "customops.toml").write_text('[check]\nprofile = "../profile.json"\n')  # inside: used
+    inside = customops(["check", str(repository)], tmp_path)
+    assert "outside the checkout" not in inside.stderr and "profile.json" in inside.stderr

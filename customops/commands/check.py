@@ -277,9 +277,15 @@ def beside_repository(manifest, repositories: list[str]) -> str | None:  # type:
     """The manifest's [check] profile, else customops-profile.json next to the manifest, or in a repository
     or a directory above it up to its checkout's root (one that is a symbolic link out of that checkout is
     refused, as a manifest is: customops.manifest.discover)."""
-    from customops.manifest import discover
+    from customops.errors import InputError, printable
+    from customops.manifest import checkout_root, discover
 
     if manifest.profile:
+        real = os.path.realpath(manifest.profile)
+        top = os.path.realpath(checkout_root(manifest.directory or repositories[0]))
+        if not real.startswith(top.rstrip("/") + "/"):  # `profile = "/etc/..."` in a pull request's manifest
+            raise InputError(str(manifest.profile), f"the manifest's [check] profile lies outside the checkout "
+                             f"(at {printable(real)}), not read (pass --profile to use a profile kept elsewhere)")
         return str(manifest.profile)
     return discover(([manifest.directory] if manifest.directory else []) + repositories, PROFILE_NAME,
                     "a profile", "--profile")
