@@ -19,21 +19,11 @@ def parse_mount(value: str) -> tuple[str, str]:
     return os.path.normpath(parts[1]), os.path.abspath(parts[0])
 
 
-def host_of(root: str, path: str, mounts: Mounts = ()) -> str:
-    """A container path as seen from here: through a mount (longest container prefix), else inside the root
-    (the same path when checking the container we run in). `..` stops at the container's `/`."""
-    path = posixpath.normpath("/" + path.lstrip("/")) if path.startswith("/") else path
-    for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[0])):
-        if path == container_dir or path.startswith(container_dir.rstrip("/") + "/"):
-            return host_dir.rstrip("/") + path[len(container_dir.rstrip("/")):]
-    return path if root == "/" else root.rstrip("/") + "/" + path.lstrip("/")
-
-
 def resolve_host(root: str, path: str, mounts: Mounts = ()) -> str | None:
     """Where a container path (a model repository tritonserver is given) lies on this machine, resolved as
     the kernel resolves it inside the container (customops.chroot: `..` and absolute symlinks stay in the
-    container, mounts are looked up on their host side); None when it does not exist there. Unlike host_of,
-    a symlink in the root (`models -> /home/me/models`) never names a directory of this machine."""
+    container, mounts are looked up on their host side); None when it does not exist there: a
+    symlink in the root (`models -> /home/me/models`) never names a directory of this machine."""
     absolute = posixpath.normpath("/" + path.lstrip("/")) if path.startswith("/") or root != "/" \
         else os.path.abspath(path)
     ordered = tuple(sorted(mounts, key=lambda m: -len(m[0])))
@@ -42,7 +32,7 @@ def resolve_host(root: str, path: str, mounts: Mounts = ()) -> str | None:
 
 
 def container_of(root: str, path: str, mounts: Mounts = ()) -> str:
-    """A path of this machine as the container sees it (the inverse of host_of)."""
+    """A path of this machine as the container sees it (the inverse of resolve_host, without symlinks)."""
     for container_dir, host_dir in sorted(mounts, key=lambda m: -len(m[1])):
         if path == host_dir or path.startswith(host_dir.rstrip("/") + "/"):
             return container_dir.rstrip("/") + path[len(host_dir.rstrip("/")):]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +21,14 @@ from fixtures.build import build, toolchain_available  # noqa: E402
 @pytest.fixture(scope="session")
 def tree() -> Path:
     return build()
+
+
+@pytest.fixture
+def container(tree: Path, tmp_path: Path) -> Path:
+    """A copy of the fixture container root that the test may change (the attack suites)."""
+    root = tmp_path / "root"
+    shutil.copytree(tree / "container", root, symlinks=True)
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from attack_tools import TIMEOUT, customops
 from elf_tools import gcc_shared
 
 from customops import chroot
@@ -24,20 +24,10 @@ from customops.scanners.target import target_for_root
 
 ROOT = Path(__file__).resolve().parent.parent
 ORT_OP = "int RegisterCustomOps(void *options, const void *api) { return 0; }\n"
-TIMEOUT = 60  # every run here ends in seconds; a blocked open would hit this
 
 
-def customops(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache"), **env}
-    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True,
-                          cwd=tmp_path, env=environ, timeout=TIMEOUT)
 
 
-@pytest.fixture
-def container(tree: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    shutil.copytree(tree / "container", root, symlinks=True)
-    return root
 
 
 def onnx_model(repository: Path, name: str, op_library: str) -> Path:

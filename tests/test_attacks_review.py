@@ -11,29 +11,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from attack_tools import customops
 from elf_tools import gcc_shared
 
-TIMEOUT = 60
 ORT_OP = "int RegisterCustomOps(void *o, const void *a) { return 0; }\nint dep(void); int use(void) { return dep(); }\n"
 
 
-def customops(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache"), **env}
-    environ.pop("LD_PRELOAD", None)
-    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True,
-                          cwd=tmp_path, env=environ, timeout=TIMEOUT)
 
 
-@pytest.fixture
-def container(tree: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    shutil.copytree(tree / "container", root, symlinks=True)
-    return root
 
 
 def nest(directory: Path, depth: int) -> None:

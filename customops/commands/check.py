@@ -181,23 +181,14 @@ def _cache_in_repository(cache_dir: str | os.PathLike[str], repositories: list[s
     """The cache directory, when it lies inside one of the repositories checked or the git checkout that
     holds one: files a pull request commits there are checked out as the CI user's own, so the cache's
     ownership test would trust them (a skeleton under a trusted profile's key would change the verdict)."""
+    from customops.manifest import checkout_root
+
     real = os.path.realpath(cache_dir)
     for repository in repositories:
-        for base in (os.path.realpath(repository), _checkout_of(os.path.realpath(repository))):
-            if base and (real + "/").startswith(base.rstrip("/") + "/"):
-                return str(cache_dir)
+        base = os.path.realpath(checkout_root(repository))  # the checkout, or the repository without one
+        if (real + "/").startswith(base.rstrip("/") + "/"):
+            return str(cache_dir)
     return None
-
-
-def _checkout_of(directory: str) -> str | None:
-    """The nearest directory at or above `directory` holding `.git` (a work tree), if any."""
-    while True:
-        if os.path.lexists(os.path.join(directory, ".git")):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return None
-        directory = parent
 
 
 def emit(text: str, output: str | None) -> None:
