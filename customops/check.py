@@ -64,8 +64,8 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     models = [m for repo in repositories for m in read_repository(repo, config_name, only_models)]
     ctx = Context(container, manifest, mounts, server_plugins=server_plugins,
                   checkouts=tuple(os.path.abspath(r) for r in repositories))
-    plan, findings = build_plan(models, ctx)
-    notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts]
+    plan, findings, unchecked = build_plan(models, ctx)
+    notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None
     step_outcomes: list[tuple[LoadStep, object]] = []
     if container.target is not None:
@@ -115,8 +115,12 @@ def _located_in_checkout(findings: list[Finding], models: list[Model], repositor
     return located
 
 
-def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding]]:
+def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding], list[str]]:
+    """The plan, the findings made while building it, and notes on what a facts-only container leaves
+    unchecked (its backend directory cannot be looked into)."""
     findings: list[Finding] = []
+    assumed: dict[str, list[str]] = {}
+    unknown: list[str] = []
     for model in models:
         for problem in model.problems:
             findings.append(Finding(problem.code, problem.message, model=model.name, file=model.config_path,
@@ -127,19 +131,32 @@ def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Findin
     for model in models:
         if not model.loadable or not model.backend:
             continue
-        library, _searched, missing = backend.library_for(model, ctx)
-        if missing is not None:
-            findings.append(missing)
+        lookup = backend.library_for(model, ctx)
+        if lookup.missing is not None:
+            findings.append(lookup.missing)
+        if lookup.unknown:
+            unknown.append(model.name)
+        if lookup.library is None:
             continue
-        assert library is not None
+        library = lookup.library
+        if lookup.assumed:
+            assumed.setdefault(model.backend, []).append(model.name)
         first = library not in loaded_libraries
         loaded_libraries.add(library)
-        results.append(backend.for_model(model, ctx, library, first))
+        results.append(backend.for_model(model, ctx, library, first and not lookup.assumed))  # assumed: no file
         loader = FRAMEWORK_LOADERS.get(model.backend)
         if loader is not None:
             results.append(loader.for_model(model, ctx, library, first))
     plan = merge(results)
-    return plan, findings + list(plan.findings)
+    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
+    notes = [f"assumed: the container ships the {name} backend in {backend_dir}/{name} (from the container's "
+             f"facts; its libraries are not checked), for {', '.join(sorted(names))}"
+             for name, names in sorted(assumed.items())]
+    if unknown:
+        notes.append(f"not checked: the backend library of {', '.join(sorted(unknown))}: it is not in the model "
+                     f"directory and the container's {backend_dir} cannot be looked into (use --container-root or a "
+                     "profile with the container's libraries)")
+    return plan, findings + list(plan.findings), notes
 
 
 def scenario_for(plan: LoadPlan, executable: str, ctx: Context, extra_preload: str | None = None) -> Scenario:

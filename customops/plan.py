@@ -107,8 +107,19 @@ class Context:
         return host_path
 
     def exists(self, container_path: str) -> bool:
+        return self.visible(container_path) is True
+
+    def visible(self, container_path: str) -> bool | None:
+        """Whether the path exists in the container; None when that is unknown: only the container's facts
+        are known (a release or a facts-only profile) and the path lies outside every mounted directory
+        of this machine, whose files are still visible."""
         target = self.container.target  # type: ignore[attr-defined]
-        return target is not None and target.host_path(container_path) is not None
+        if target is not None:
+            return target.host_path(container_path) is not None
+        mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
+        if chroot.host_of_real(None, mounts, posixpath.normpath(container_path)) is None:
+            return None
+        return chroot.resolve(None, mounts, container_path) is not None
 
     def source(self, container_path: str) -> str:
         """The checkout or host path of a container path, for reports and for reading the file: resolved
