@@ -124,7 +124,8 @@ def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Findin
     for model in models:
         for problem in model.problems:
             findings.append(Finding(problem.code, problem.message, model=model.name, file=model.config_path,
-                                    line=problem.line, column=problem.column, predicted=problem.predicted or None))
+                                    line=problem.line, column=problem.column, predicted=problem.predicted or None,
+                                    hint=problem.hint))
     results: list[LoaderResult] = [host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx),
                                    tensorrt.process(ctx)]
     loaded_libraries: set[str] = set()

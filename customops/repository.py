@@ -7,6 +7,7 @@ GetModelConfigFullPath). Errors carry Triton's own text in `Problem.predicted`.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class Problem:
     predicted: str = ""
     line: int | None = None
     column: int | None = None
+    hint: str = ""  # a fix for this case, where the code's own does not apply
 
 
 @dataclass(frozen=True)
@@ -103,14 +105,28 @@ def read_inside(path: str, model_dir: str, limit: int) -> bytes:
     return safeio.read_bytes(path, limit)
 
 
+def _broken_link(path: str) -> str:
+    """Why a config.pbtxt that is a symbolic link resolves to nothing: a loop, or a target that is missing."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop: the server sees no configuration"
+    return (f"is a symbolic link to {printable(os.readlink(path))}, which does not exist: the server sees no "
+            "configuration")
+
+
 def read_model(model_dir: str, name: str, config_name: str | None = None) -> Model:
     problems: list[Problem] = []
     candidate = os.path.join(model_dir, "config.pbtxt")
     if config_name and os.path.isfile(os.path.join(model_dir, "configs", f"{config_name}.pbtxt")):
         candidate = os.path.join(model_dir, "configs", f"{config_name}.pbtxt")
     config = None
-    config_path = candidate if os.path.exists(candidate) else None
-    if config_path is not None:
+    config_path = candidate if os.path.lexists(candidate) else None  # a dangling link or a loop: CO101, read as such
+    if config_path is not None and not os.path.exists(config_path):
+        problems.append(Problem("CO101", _broken_link(config_path),  # Triton sees no config.pbtxt at all
+                                hint="Point the link at the model's configuration, or replace it with the file."))
+    elif config_path is not None:
         try:
             text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8-sig")
         except (InputError, UnicodeDecodeError) as exc:

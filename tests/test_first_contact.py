@@ -178,3 +178,33 @@ def test_a_model_directory_given_instead_of_the_repository_is_a_usage_error(tmp_
     assert result.returncode == 2 and result.stdout == "", result.stdout
     assert result.stderr == (f"customops: {tmp_path / 'models' / 'm'}: is a model directory; pass its repository "
                              "(the parent directory)\n")
+
+
+def test_a_config_symlink_loop_is_CO101_saying_so_not_an_undetermined_backend(tmp_path):
+    repo = models(tmp_path / "models")
+    (repo / "m" / "config.pbtxt").unlink()
+    (repo / "m" / "config.pbtxt").symlink_to("config.pbtxt")
+    report = json.loads(customops("check", "models", "--container-root", "/", "--format", "json",
+                                  cwd=tmp_path).stdout)
+    [finding] = report["findings"]
+    assert finding["code"] == "CO101" and finding["file"] == "m/config.pbtxt"
+    assert finding["message"] == "is a symbolic link loop: the server sees no configuration"
+
+
+def test_a_dangling_config_symlink_names_its_target(tmp_path):
+    repo = models(tmp_path / "models")
+    (repo / "m" / "config.pbtxt").unlink()
+    (repo / "m" / "config.pbtxt").symlink_to("../shared/config.pbtxt")
+    report = json.loads(customops("check", "models", "--container-root", "/", "--format", "json",
+                                  cwd=tmp_path).stdout)
+    [finding] = report["findings"]
+    assert finding["code"] == "CO101" and "link to ../shared/config.pbtxt, which does not exist" in finding["message"]
+
+
+@pytest.mark.parametrize("report_format", ["text", "json"])
+def test_output_into_a_missing_directory_is_bad_input_not_an_internal_error(tmp_path, report_format):
+    models(tmp_path / "models")
+    result = customops("check", "models", "--container-root", "/", "--format", report_format, "--output",
+                       "nowhere/report", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "customops: nowhere/report: No such file or directory\n"
