@@ -24,11 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from customops import progress
     from customops.container import from_root, write_profile
     from customops.scanners.elfcache import ElfReader
 
-    container = from_root(args.container_root, args.backend_directory, ElfReader(Path(args.cache_dir)
-                                                                                 if args.cache_dir else None))
-    write_profile(container, args.output, tuple(args.server_args))
+    with progress.shown(f"profiling {args.container_root}"):
+        progress.stage("reading its facts")
+        container = from_root(args.container_root, args.backend_directory, ElfReader(Path(args.cache_dir)
+                                                                                     if args.cache_dir else None))
+        progress.stage("recording its libraries")
+        write_profile(container, args.output, tuple(args.server_args))
     print(f"wrote {args.output}")
     return 0

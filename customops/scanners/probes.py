@@ -74,8 +74,11 @@ def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]
 
 
 def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
+    from customops import progress
+
     probed = []
     for framework, model, steps in groups(plan):
+        progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
         runtime = settings.onnxruntime_library
         if framework == "onnxruntime" and runtime is None:
             runtime = onnxruntime_library(settings.python)
