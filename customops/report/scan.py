@@ -11,6 +11,7 @@ from rich.text import Text
 
 from customops.report.escape import console as new_console
 from customops.report.escape import markup, printable
+from customops.report.wrap import heading
 
 
 def version_key(name: str) -> tuple:
@@ -37,7 +38,7 @@ def render_scan(records: list[dict], console: Console | None = None) -> None:
     isatty = getattr(console.file, "isatty", None)
     terminal = bool(isatty and isatty())
     for record in map(sorted_versions, records):
-        console.rule(f"[bold]{markup(record['path'])}")
+        heading(console, f"[bold]{markup(record['path'])}")
         console.print(
             f"ELF{record['class']} {record['byte_order']}-endian {record['machine']} {record['type']}"
             f"  soname: [bold]{markup(record['soname'] or '(none)')}[/]"
