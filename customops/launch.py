@@ -6,6 +6,11 @@ docs write it (`LD_PRELOAD=libcustom.so:${LD_PRELOAD}`); `--existing-preload fir
 LD_LIBRARY_PATH gets backends/pytorch or backends/tensorflow only when a preload needs them. TensorRT
 plugins loaded through the backend become `--backend-config=tensorrt,plugins=...`, merged into the
 user's own setting when there is one. Nothing else in the command line changes.
+
+With a container root other than `/`, a model repository the container does not have (a relative path,
+or an absolute one of this machine) is read from this machine and mounted where `customops check` mounts
+its repository argument (customops.mounts.default_mounts: /models), so that launch and check of the same
+repository give the same findings.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import TYPE_CHECKING
 from customops.errors import CustomopsError, InputError, printable
 from customops.launch_cache import command_line
 from customops.manifest import CONTROL, Manifest, find_manifest, load_manifest
-from customops.mounts import container_of, resolve_host
+from customops.mounts import Mounts, container_of, default_mounts, resolve_host
 from customops.plan import Context, merge
 from customops.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
 
@@ -39,7 +44,7 @@ class Launch:
     added_args: list[str]  # server arguments customops added or changed
     check: CheckResult | None
     blocking: list[Finding]
-    notes: list[str]
+    notes: list[str]  # launch's own; the check's are in check.notes (and in its report)
 
     def command_line(self) -> str:
         return command_line(self.argv, self.environment)
@@ -71,6 +76,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
+    mounts = mounts_for(args.repositories, root, mounts)
     container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
     manifest = _manifest(args.repositories, root, manifest_path, mounts)
     notes: list[str] = []
@@ -83,7 +89,8 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
         for repository in args.repositories:
             host = resolve_host(root, repository, mounts)
             if host is None:  # resolved as tritonserver would: a symlink out of the root never reaches this machine
-                raise InputError(repository, "model repository does not exist in the container")
+                raise InputError(repository, "model repository does not exist in the container" + (
+                    "" if root == "/" else " nor as a directory of this machine (to mount at /models)"))
             host_repositories.append(host)
         existing_plugins = args.setting("tensorrt", "plugins")
         check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
@@ -94,7 +101,14 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
     threshold = fail_on if fail_on is not None else manifest.fail_on
     blocking = [f for f in check.findings if f.level >= threshold] if check else []
-    return Launch(argv, environment, added, check, blocking, notes + (check.notes if check else []))
+    return Launch(argv, environment, added, check, blocking, notes)
+
+
+def mounts_for(repositories: tuple[str, ...], root: str, explicit: Mounts) -> Mounts:
+    """The explicit mounts, and the repositories of this machine mounted as `customops check` mounts them
+    (see resolve_host: a repository the container root has, directly or through a mount, is not mounted)."""
+    hosts = [resolve_host(root, r, explicit) for r in repositories]
+    return default_mounts([h for h in hosts if h is not None], root, explicit)
 
 
 def environment_for(server_argv: list[str], container_root: str, manifest_path: str | None,
@@ -104,7 +118,9 @@ def environment_for(server_argv: list[str], container_root: str, manifest_path: 
     is read), so that a start on a cached verdict assembles it from the current inputs, exactly as a start
     that runs the check does."""
     root = os.path.abspath(container_root)
-    manifest = _manifest(parse(server_argv).repositories, root, manifest_path, mounts)
+    repositories = parse(server_argv).repositories
+    mounts = mounts_for(repositories, root, mounts)
+    manifest = _manifest(repositories, root, manifest_path, mounts)
     argv, environment, _ = assemble(server_argv, root, manifest, mounts, dict(os.environ if environ is None
                                                                               else environ), existing_preload)
     return argv, environment

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -13,7 +14,8 @@ from customops.errors import CustomopsError, printable
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("launch", help="check, then exec tritonserver with the environment it needs",
                        description=__doc__)
-    _options(p)
+    _options(p, "the check blocks the launch on findings at or above this severity (default: the manifest's, "
+                "else error)")
     p.add_argument("--warn-only", action="store_true", help="start the server even if the check fails")
     p.add_argument("--no-check", action="store_true", help="skip the check, only assemble the environment")
     p.add_argument("--dry-run", action="store_true", help="print the command line instead of running it")
@@ -26,14 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _options(p: argparse.ArgumentParser) -> None:
+def _options(p: argparse.ArgumentParser, fail_on_help: str) -> None:
+    """The options launch and env share (env's --fail-on means something of its own: `fail_on_help`)."""
     p.add_argument("--container-root", default="/", metavar="DIR", help="default: / (inside the container)")
     p.add_argument("--manifest", metavar="FILE", help="customops.toml (default: the repository's own, if any)")
-    p.add_argument("--fail-on", choices=("error", "warning", "info"),
-                   help="the check blocks the launch on findings at or above this severity (default: the "
-                        "manifest's, else error)")
+    p.add_argument("--fail-on", choices=("error", "warning", "info"), help=fail_on_help)
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
-                   help="with --container-root: where a directory of this machine appears in the container")
+                   help="with --container-root: where a directory of this machine appears in the container (a "
+                        "model repository of this machine that no mount covers is mounted at /models, as "
+                        "`customops check` does)")
     p.add_argument("--existing-preload", choices=("first", "last"), default="last",
                    help="where LD_PRELOAD entries already in the environment go (default: after customops')")
     p.add_argument("server", nargs=argparse.REMAINDER, metavar="-- TRITONSERVER [ARG...]",
@@ -49,10 +52,14 @@ def server_argv(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from customops import launch_cache
+    from customops.launch import mounts_for
     from customops.mounts import parse_mount
+    from customops.serverargs import parse
 
     argv = server_argv(args)
-    mounts = tuple(parse_mount(m) for m in args.mount)
+    # the mounts check would add too: part of the cache key, with the directory of this machine each names
+    mounts = mounts_for(parse(argv).repositories, os.path.abspath(args.container_root),
+                        tuple(parse_mount(m) for m in args.mount))
     options = {"container_root": os.path.abspath(args.container_root), "manifest": args.manifest,
                "fail_on": args.fail_on, "check": not args.no_check, "existing_preload": args.existing_preload}
     cache = not args.no_cache and not args.probe
@@ -65,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         command, environment = environment_for(argv, args.container_root, args.manifest, args.existing_preload,
                                                 mounts)
         decision = {**decision, "argv": command, "environment": environment}
-    for note in decision["notes"]:
-        print(f"customops: note: {printable(note)}", file=sys.stderr)
+    print_notes(decision["notes"])
     if decision["report"] is not None:
         sys.stderr.write(decision["report"])
         if not args.warn_only:
@@ -78,26 +84,73 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
+    environment = {**os.environ, **decision["environment"]}
+    program = decision["argv"][0]
+    executable = find_program(program, os.get_exec_path(environment))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # Python ignores it; the server should not inherit that
     try:
-        os.execvpe(decision["argv"][0], decision["argv"], {**os.environ, **decision["environment"]})
+        os.execve(executable, decision["argv"], environment)
     except OSError as exc:
-        raise not_started(decision["argv"][0], exc) from None
+        raise not_started(program, exc) from None
     return 0  # not reached
+
+
+def find_program(program: str, path: list[str]) -> str:
+    """The file to exec for `program`, looked up as bash looks it up (and as docker's exec form does): a
+    name with a slash as it is; a name without one in each PATH directory (an empty entry is the working
+    directory), where only a regular file counts: the first executable one, else a non-executable one is
+    "Permission denied" (126), else "not found" (127), a directory of that name included. An empty name is
+    not found either (bash: `: command not found`), not an error of customops."""
+    if "/" in program:
+        return program
+    denied = False
+    for directory in path if program else ():
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate):
+            if os.access(candidate, os.X_OK):
+                return candidate
+            denied = True
+    if denied:
+        raise not_started(program, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
+    raise not_started(program, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
 
 
 def not_started(program: str, exc: OSError) -> CustomopsError:
     """What a shell says and returns when it cannot run a command: 127 for one that does not exist ("not
     found" for a name looked up in PATH), 126 for one that cannot be executed ("Permission denied")."""
-    error = CustomopsError(f"{program}: " + ("not found" if isinstance(exc, FileNotFoundError) and "/" not in program
-                                               else exc.strerror or str(exc)))
+    error = CustomopsError(f"{program or repr('')}: " + (
+        "not found" if isinstance(exc, FileNotFoundError) and "/" not in program else exc.strerror or str(exc)))
     error.exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
     return error
 
 
+def print_notes(notes: list[str]) -> None:
+    for note in notes:
+        print(f"customops: note: {printable(note)}", file=sys.stderr)
+
+
+def failure_report(launch) -> str | None:  # type: ignore[no-untyped-def]
+    """The check's text report when it blocks (its notes included), else None."""
+    if not launch.blocking:
+        return None
+    import io
+
+    from customops.report.check import render_text
+    from customops.report.escape import console
+
+    assert launch.check is not None
+    buffer = io.StringIO()
+    render_text(launch.check, min(f.level for f in launch.blocking), 1, None, console(buffer))
+    return buffer.getvalue()
+
+
+def shown_notes(launch, report: str | None) -> list[str]:  # type: ignore[no-untyped-def]
+    """launch's own notes, then the check's, unless its report is shown: the report ends with them."""
+    return [*launch.notes, *(launch.check.notes if launch.check is not None and report is None else [])]
+
+
 def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, cache: bool) -> dict:  # type: ignore[no-untyped-def]
     """The full check, and the decision it leads to (stored for the next start when `cache`)."""
-    import io
     from functools import partial
 
     from customops import launch_cache
@@ -110,16 +163,9 @@ def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, ca
                      run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts,
                      probe=partial(probe_settings, args) if args.probe else None,
                      reader=ElfReader(use_cache=not args.no_cache))
-    report = None
-    if launch.blocking:
-        from customops.report.check import render_text
-        from customops.report.escape import console
-
-        assert launch.check is not None
-        buffer = io.StringIO()
-        render_text(launch.check, min(f.level for f in launch.blocking), 1, None, console(buffer))
-        report = buffer.getvalue()
-    decision = {"argv": launch.argv, "environment": launch.environment, "notes": launch.notes, "report": report}
+    report = failure_report(launch)
+    decision = {"argv": launch.argv, "environment": launch.environment, "notes": shown_notes(launch, report),
+                "report": report}
     if cache:
         launch_cache.store(decision, argv, options, mounts, dict(os.environ), launch.dependencies())
     return decision

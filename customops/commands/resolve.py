@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from customops.scanners.linker import Dlopen
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
+SERVER = "/opt/tritonserver/bin/tritonserver"  # the process that loads everything in a Triton container
+STAND_INS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without it: a plain program (as check does)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", default="/", help="target filesystem root (a container's unpacked root); default /")
     p.add_argument("--host", nargs="+", metavar="EXE|LIB",
                    help="the host executable, then libraries it has already loaded (RTLD_GLOBAL), "
-                        "e.g. a python that imported torch; default /usr/bin/true")
+                        f"e.g. a python that imported torch; default: the target's {SERVER}, as in a Triton "
+                        "container, else /usr/bin/true")
     p.add_argument("--preload", action="append", default=[], metavar="LIB", help="an LD_PRELOAD entry (repeatable)")
     p.add_argument("--dlopen", action="append", default=[], metavar="LIB[:FLAGS]",
                    help="dlopen LIB; FLAGS is a comma list of now|lazy, local|global, deepbind (default now,local, "
@@ -78,7 +81,17 @@ def run(args: argparse.Namespace) -> int:
             return os.path.normpath(os.path.join(cwd, path))
         return path
 
-    host = args.host or ["/usr/bin/true"]
+    notes: list[str] = []
+    if args.host:
+        host = args.host
+    else:
+        found = next((h for h in (SERVER, *STAND_INS) if target.host_path(h)), None)
+        if found is None:
+            raise CustomopsError(f"no host executable in the target (none of {', '.join((SERVER, *STAND_INS))}): "
+                                 "name one with --host")
+        host = [found]
+        if found != SERVER and not target.is_live:  # with --root, a Triton container was expected
+            notes.append(f"no {SERVER} in the target: {found} is the host program (use --host to name one)")
     executable = target_path(host[0])
     if target.host_path(executable) is None:
         raise CustomopsError(f"{host[0]}: host executable not found in the target (use --host)")
@@ -93,5 +106,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps(prediction_record(prediction, target)))
         sys.stdout.write("\n")
     else:
-        render_prediction(prediction, target)
+        render_prediction(prediction, target, notes=notes)
     return 0 if prediction.ok else 1

@@ -88,8 +88,12 @@ def _collapse(attempts) -> list[tuple[str, str, str, int]]:  # type: ignore[no-u
     return rows
 
 
-def render_prediction(prediction: Prediction, target: LinkerTarget, console: Console | None = None) -> None:
+def render_prediction(prediction: Prediction, target: LinkerTarget, console: Console | None = None,
+                      notes: list[str] | tuple[str, ...] = ()) -> None:
+    """`notes`: what the command chose for the user (the host program it assumed), before the assumptions."""
     console = console or new_console()
+    for note in notes:
+        console.print(f"[dim]note: {markup(note)}[/]")
     for note in target.assumptions:
         console.print(f"[dim]assumed: {markup(note)}[/]")
     for outcome in prediction.outcomes:
