@@ -7,13 +7,18 @@ importing it does not import tritonclient.grpc (which needs grpc and numpy).
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import re
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
 from typing import Any
 
 from customops.errors import CustomopsError
+
+UNKNOWN_FIELD = re.compile(r'Message type "(?P<type>[\w.]+)" has no field named "(?P<name>[^"]+)"')
+UNKNOWN_ENUM = re.compile(r'Enum type "(?P<type>[\w.]+)" has no value named (?P<name>\w+)')
 
 
 @dataclass(frozen=True)
@@ -48,5 +53,36 @@ def parse_config(text: str, path: str) -> tuple[Any | None, ConfigError | None]:
     except text_format.ParseError as exc:
         message = str(exc)
         reason = message.split(" : ", 1)[1] if " : " in message else message
-        return None, ConfigError(path, exc.GetLine(), exc.GetColumn(), reason)
+        return None, ConfigError(path, exc.GetLine(), exc.GetColumn(), _with_suggestion(reason))
     return config, None
+
+
+def did_you_mean(word: str, choices) -> str:  # type: ignore[no-untyped-def]
+    """"did you mean 'x'?" for the closest of `choices` to a misspelled `word`, or "" when none is close."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def _with_suggestion(reason: str) -> str:
+    suggestion = _suggestion(reason)
+    return f"{reason.rstrip('.')}; {suggestion}" if suggestion else reason
+
+
+def _suggestion(reason: str) -> str:
+    """For an unknown field or enum value: the closest name the schema has at that point."""
+    pool = schema().DESCRIPTOR.pool
+    field = UNKNOWN_FIELD.search(reason)
+    if field:
+        try:
+            message_type = pool.FindMessageTypeByName(field.group("type"))
+        except KeyError:
+            return ""
+        return did_you_mean(field.group("name"), message_type.fields_by_name)
+    enum = UNKNOWN_ENUM.search(reason)
+    if enum:
+        try:
+            enum_type = pool.FindEnumTypeByName(enum.group("type"))
+        except KeyError:
+            return ""
+        return did_you_mean(enum.group("name"), enum_type.values_by_name)
+    return ""

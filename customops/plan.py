@@ -32,6 +32,7 @@ class LoadStep:
 class LoaderResult:
     steps: tuple[LoadStep, ...] = ()
     library_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH entries the server needs (prepended)
+    library_path_for: str = ""  # why they are needed, for reports: "the PyTorch op libraries"
     server_args: tuple[str, ...] = ()  # e.g. --backend-config=tensorrt,plugins=...
     findings: tuple[Finding, ...] = ()
 
@@ -43,6 +44,14 @@ class LoadPlan:
     library_path: tuple[str, ...]
     server_args: tuple[str, ...]
     findings: tuple[Finding, ...] = field(default=())
+    library_path_for: tuple[tuple[str, str], ...] = field(default=())  # (LD_LIBRARY_PATH entry, why it is there)
+
+    def library_path_reason(self, path: str) -> str:
+        """Why launch puts the LD_LIBRARY_PATH entry a searched path lies in on LD_LIBRARY_PATH, for a search
+        trace: "set for the PyTorch op libraries" ("set by customops launch" when its loader did not say)."""
+        why = ", ".join(dict.fromkeys(w for d, w in self.library_path_for
+                                      if w and path.startswith(d.rstrip("/") + "/")))
+        return f"set for {why}" if why else "set by customops launch"
 
     @property
     def ld_preload(self) -> str:
@@ -56,6 +65,7 @@ def merge(results: list[LoaderResult]) -> LoadPlan:
     dlopens: list[LoadStep] = []
     seen_preload: set[str] = set()
     library_path: list[str] = []
+    reasons: list[tuple[str, str]] = []
     args: list[str] = []
     findings: list[Finding] = []
     for result in results:
@@ -67,9 +77,12 @@ def merge(results: list[LoaderResult]) -> LoadPlan:
             else:
                 dlopens.append(step)
         library_path += [d for d in result.library_path if d not in library_path]
+        reasons += [(d, result.library_path_for) for d in result.library_path
+                    if (d, result.library_path_for) not in reasons]
         args += [a for a in result.server_args if a not in args]
         findings += result.findings
-    return LoadPlan(tuple(preloads), tuple(dlopens), tuple(library_path), tuple(args), tuple(findings))
+    return LoadPlan(tuple(preloads), tuple(dlopens), tuple(library_path), tuple(args), tuple(findings),
+                    tuple(reasons))
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,69 @@
-"""CO301-CO308: will each library load, and will the server find its entry points?"""
+"""CO301-CO308: will each library load, and will the server find its entry points? With the linker model's
+outcomes, also CO501/CO502 (customops.rules.versions.major_mismatches): a dependency of another TensorRT or
+CUDA major that is then not found is one finding, not a CO302 advising to ship it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
+from customops.errors import ElfError
 from customops.findings import Finding
 from customops.plan import Context, LoadPlan, LoadStep
+from customops.rules.versions import Mismatch, major_mismatches
 from customops.scanners.demangle import demangle
 from customops.scanners.elfcache import ElfReader
-from customops.scanners.linker import Binding, Prediction, StepOutcome
+from customops.scanners.linker import Binding, FileProblem, Prediction, Search, StepOutcome
 
 NOT_LOADABLE = ("wrong ELF class", "invalid ELF header", "cannot be dlopen()ed", "data encoding",
                 "only ET_DYN", "file too short")
 VERSION_ERROR = re.compile(r"^(?P<provider>.*): version `(?P<version>[^']+)' not found \(required by (?P<by>.*)\)$")
 SHOWN = 20
+CPYTHON = re.compile(rb"^_?Py[A-Z_]")  # the Python C API's naming: PyModule_Create2, _Py_NoneStruct, Py_BuildValue
+LFS_HINT = "Run `git lfs pull` (or fetch LFS objects in CI: actions/checkout with lfs: true)."
+UNREADABLE_HINT = ("Make the file readable by the server's user, and every directory above it searchable "
+                   "(chmod a+r the file, a+x the directories).")
 
 
 def check(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
           reader: ElfReader) -> list[Finding]:
     findings: list[Finding] = []
+    facts = ctx.container.facts  # type: ignore[attr-defined]
+    mismatches = {step: _mismatches(step, reader, facts) for step in (*plan.preloads, *plan.dlopens)}
     for step, outcome in outcomes:
         assert isinstance(outcome, StepOutcome)
-        findings += _step(step, outcome, ctx, reader)
+        findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan)
     startup = next((o for o in prediction.outcomes if o.kind == "startup"), None)
     if startup is not None and startup.status in ("fatal", "crash"):
-        findings += _startup(startup, plan)
+        findings += _startup(startup, plan, mismatches)
     elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
         for step in plan.preloads:
             failures = tuple(b for b in startup.lazy_failures if b.referrer == step.path)
             findings += _lazy(step, failures)
+    covered = {(f.library, f.code) for f in findings if f.code in ("CO501", "CO502")}
+    for step, found in mismatches.items():  # a mismatched dependency that is found (shipped along) still is one
+        findings += [Finding(m.code, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
+                             **_about(step)) for m in found if (step.path, m.code) not in covered]
     return findings
+
+
+def _mismatches(step: LoadStep, reader: ElfReader, facts) -> list[Mismatch]:  # type: ignore[no-untyped-def]
+    try:
+        return major_mismatches(reader.read(step.source), facts)
+    except ElfError:
+        return []
+
+
+def _mismatch_not_found(missing: Search, mismatches: list[Mismatch], message: str, what: str,
+                        plan: LoadPlan | None, about: dict) -> Finding | None:
+    """CO501/CO502 for a dependency of another major than the container's that is then not found: one finding
+    saying both, with the runtime's message and the search (not a CO302 advising to ship that dependency)."""
+    match = next((m for m in mismatches if m.needed == missing.name), None)
+    if match is None:
+        return None
+    return Finding(match.code, f"{what} needs {match.needed} ({match.needs}), which is not found: the container "
+                               f"has {match.has}", predicted=message, evidence=_trace(missing, plan), **about)
 
 
 def _lazy(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
@@ -53,15 +86,18 @@ def _what(step: LoadStep) -> str:
     return f"{step.purpose} {step.path}" + (f" of model '{step.model}'" if step.model else "")
 
 
-def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> list[Finding]:
+def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
+          mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> list[Finding]:
     findings: list[Finding] = []
     if outcome.status == "ignored":  # a preload ld.so could not map: only a warning to ld.so
-        code = "CO303" if "ELF class" in outcome.message else "CO301"
+        code, hint = "CO303" if "ELF class" in outcome.message else "CO301", ""
         reason = "is not a loadable ELF file for this container" if code == "CO303" else "does not exist"
+        if outcome.problem is not None:
+            code, reason, hint = _problem(outcome.problem)
         findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
-                                      "starts without it", predicted=outcome.message, **_about(step)))
+                                      "starts without it", predicted=outcome.message, hint=hint, **_about(step)))
     elif outcome.status in ("failed", "crash"):
-        findings.append(_failure(step, outcome, ctx, reader))
+        findings.append(_failure(step, outcome, ctx, reader, mismatches or [], plan))
     findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == "ok":
@@ -88,8 +124,23 @@ def _trt_logged(finding: Finding) -> Finding:
                                       "fails to deserialize (getPluginCreator could not find plugin ...)"))
 
 
-def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> Finding:
+def _problem(problem: FileProblem) -> tuple[str, str, str]:
+    """(code, what the file is, fix) for a file the linker model could open or map only as something else."""
+    if problem.kind == "git-lfs-pointer":
+        return "CO303", "is a Git LFS pointer, not the library", LFS_HINT
+    return "CO301", "cannot be read: permission denied", UNREADABLE_HINT
+
+
+def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
+             mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> Finding:
     message = outcome.message
+    if outcome.problem is not None:  # it exists: what it is, rather than "does not exist" or "not ELF"
+        code, reason, hint = _problem(outcome.problem)
+        subject = _what(step) if outcome.problem.path == step.path else (
+            f"{outcome.problem.path}, which {_what(step)} needs,")
+        return Finding(code, f"{subject} {reason}", predicted=message, hint=hint,
+                       evidence=(f"container path: {outcome.problem.path}",
+                                 f"checked: {ctx.source(outcome.problem.path)}"), **_about(step))
     if not ctx.exists(step.path):
         suggestion = ctx.suggest_mount(step.path) if step.path.startswith("/") else None
         hint = (f"{suggestion}: a file with the same path tail is in the checkout" if suggestion else "")
@@ -105,22 +156,31 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
                        version=name, predicted=message, **_about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
-        framework = _framework_of(first, outcome, ctx, reader)
-        if framework:
+        found = _framework_of(first, outcome, ctx, reader)
+        if found:
+            framework, where = found
             return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
                                     f"{_count(len(outcome.unresolved))} missing there, "
                                     f"first {_shown(first)}",
                            symbol=first.symbol.decode("utf-8", "replace"), version=first.version, predicted=message,
-                           evidence=_symbols(outcome.unresolved), **_about(step))
+                           evidence=_symbols(outcome.unresolved), hint=_rebuild_against(step, framework, where, ctx),
+                           **_about(step))
+        cpython = [b for b in outcome.unresolved if CPYTHON.match(b.symbol)]
+        if cpython:
+            return _cpython(step, outcome, cpython)
         return Finding("CO304", f"{_what(step)}: {len(outcome.unresolved)} undefined symbol(s), first "
                                 f"{_shown(first)}", symbol=first.symbol.decode("utf-8", "replace"),
                        version=first.version, predicted=message, evidence=_symbols(outcome.unresolved),
                        **_about(step))
     missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
     if missing is not None and not any(word in message for word in NOT_LOADABLE if "ELF class" not in word):
+        mismatch = _mismatch_not_found(missing, mismatches or [], message, _what(step), plan, _about(step)) \
+            if missing.requested_by == step.path else None
+        if mismatch is not None:
+            return mismatch
         code = "CO303" if "wrong ELF class" in message else "CO302"
         return Finding(code, f"{_what(step)}: {missing.name} (needed by {missing.requested_by}) is not found",
-                       predicted=message, evidence=_trace(missing), **_about(step))
+                       predicted=message, evidence=_trace(missing, plan), **_about(step))
     if any(word in message for word in NOT_LOADABLE):
         return Finding("CO303", f"{_what(step)} cannot be loaded: {message}", predicted=message, **_about(step))
     if "Inconsistency detected" in message:
@@ -134,18 +194,61 @@ def _count(n: int) -> str:
     return f"{n} of its symbols {'is' if n == 1 else 'are'}"
 
 
-def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: ElfReader) -> str | None:
+def _cpython(step: LoadStep, outcome: StepOutcome, cpython: list[Binding]) -> Finding:
+    """CO304 whose missing symbols are the Python C API's (named Py*/_Py*, which no library in the server
+    defines: nothing it loads links libpython): a Python extension module, which only an interpreter loads."""
+    first = cpython[0]
+    referrers = sorted({b.referrer for b in cpython})
+    own = referrers == [step.path]
+    total = len(outcome.unresolved)
+    whose = ("CPython's" if total == 1 else "all CPython's" if len(cpython) == total
+             else f"{len(cpython)} of them CPython's")
+    message = (f"{_what(step)}: {total} undefined symbol{'' if total == 1 else 's'}, {whose} (the Python C API, "
+               f"which nothing in the server defines), first {_shown(first)}"
+               + ("" if own else f", referenced by {', '.join(referrers)}"))
+    hint = ("It is a Python extension module, not a framework op library: it must be loaded by a Python interpreter "
+            "(imported from Python), which defines these symbols. Give the server the op library built without its "
+            "Python bindings." if own else
+            f"{', '.join(referrers)} {'is' if len(referrers) == 1 else 'are'} built for a Python interpreter, which "
+            "defines these symbols: link the op library without its Python bindings, or preload the container's "
+            "libpython ([host] preload in customops.toml).")
+    return Finding("CO304", message, symbol=first.symbol.decode("utf-8", "replace"), version=first.version,
+                   predicted=outcome.message, evidence=_symbols(outcome.unresolved), hint=hint, **_about(step))
+
+
+def _rebuild_against(step: LoadStep, framework: str, where: str, ctx: Context) -> str:
+    """CO504's fix, naming what the container ships: the version in the framework library's real file name
+    (libtensorflow_framework.so.2 -> libtensorflow_framework.so.2.15.0) or a sibling's, else the container's
+    version of the step's framework (its facts), else the file it must be built against."""
+    target = ctx.container.target  # type: ignore[attr-defined]
+    names = [os.path.basename(target.resolve(where) or where)]
+    folder = target.host_path(os.path.dirname(where))
+    with contextlib.suppress(OSError):
+        names += sorted(os.listdir(folder)) if folder else []
+    pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
+    versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
+    major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
+    fact = getattr(ctx.container.facts, step.loader, None)  # type: ignore[attr-defined]
+    version = (f"{major}.{versions[0]}" if versions else
+               fact if isinstance(fact, str) and re.fullmatch(r"\d+(\.\d+)+", fact) else None)
+    if version:
+        return (f"Rebuild against the framework version shipped in the container: {framework} version {version} "
+                f"({where}).")
+    return (f"Rebuild against the framework the container ships, {where} (no file name there gives its version "
+            "beyond the SONAME): build inside the container, or against that library and its matching headers.")
+
+
+def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context,
+                  reader: ElfReader) -> tuple[str, str] | None:
     """The container framework library (a DT_NEEDED entry found in a backend directory) that exports the
-    missing symbol's namespace: the library was built against another version of it. Decided from the
-    demangled name and the framework's own symbols, with no list of frameworks."""
+    missing symbol's namespace, and its container path: the library was built against another version of it.
+    Decided from the demangled name and the framework's own symbols, with no list of frameworks."""
     name = demangle(binding.symbol)
     if "::" not in name:
         return None
     namespace = name.split("::", 1)[0]
     target = ctx.container.target  # type: ignore[attr-defined]
     backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
-    from customops.errors import ElfError
-
     host = target.host_path(outcome.request)
     if host is None:
         return None
@@ -156,24 +259,31 @@ def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: 
     mangled = f"_ZN{len(namespace)}{namespace}".encode()
     for directory in sorted(os.listdir(target.host_path(backend_dir) or "/nonexistent")):
         for name in needed:
-            candidate = target.host_path(f"{backend_dir}/{directory}/{name}")
+            where = f"{backend_dir}/{directory}/{name}"
+            candidate = target.host_path(where)
             if candidate:
                 try:
                     if reader.read(candidate).symbols.names_containing(mangled).any():
-                        return name
+                        return name, where
                 except ElfError:
                     continue
     return None
 
 
-def _startup(outcome: StepOutcome, plan: LoadPlan) -> list[Finding]:
+def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = None) -> list[Finding]:
     missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
     preload = next((s for s in plan.preloads if missing and s.path == missing.requested_by), None)
     about = _about(preload) if preload else {}
     if missing is not None:
+        mismatch = _mismatch_not_found(
+            missing, (mismatches or {}).get(preload, []), outcome.message,
+            f"the server cannot start: {missing.requested_by} (loaded through LD_PRELOAD)", plan, about) \
+            if preload is not None else None
+        if mismatch is not None:
+            return [mismatch]
         return [Finding("CO302", f"the server cannot start: {missing.name} (needed by {missing.requested_by}, "
                                  "loaded through LD_PRELOAD) is not found", predicted=outcome.message,
-                        evidence=_trace(missing), **about)]
+                        evidence=_trace(missing, plan), **about)]
     if outcome.unresolved:
         first = outcome.unresolved[0]
         return [Finding("CO304", f"the server cannot start: {_shown(first)} is defined nowhere",
@@ -194,6 +304,13 @@ def _symbols(bindings: tuple[Binding, ...]) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _trace(search) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
-    return tuple(f"tried {a.path} ({a.source}: {a.result})" for a in search.attempts
+def _trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
+    """Every path tried, with where the directory came from: an LD_LIBRARY_PATH entry says why launch sets
+    it (the plan's reason), since it applies to every library of the server, not only to those it is for."""
+    def source(attempt) -> str:  # type: ignore[no-untyped-def]
+        if attempt.source == "LD_LIBRARY_PATH" and plan is not None:
+            return f"{attempt.source}, {plan.library_path_reason(attempt.path)}"
+        return attempt.source
+
+    return tuple(f"tried {a.path} ({source(a)}: {a.result})" for a in search.attempts
                  if "/glibc-hwcaps/" not in a.path and "/tls/" not in a.path)

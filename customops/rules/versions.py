@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import NamedTuple
 
 from customops.errors import ElfError
 from customops.findings import Finding
@@ -16,6 +17,16 @@ from customops.scan import version_key, version_maxima
 from customops.scanners.elfcache import ElfReader
 
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
+
+
+class Mismatch(NamedTuple):
+    """A DT_NEEDED entry of another major version than the container's: "libnvinfer.so.8", "CO501",
+    "TensorRT 8", "TensorRT 10"."""
+
+    needed: str
+    code: str
+    needs: str
+    has: str
 
 
 def string_abi(plan: LoadPlan, prediction, ctx: Context, reader: ElfReader) -> list[Finding]:  # type: ignore[no-untyped-def]
@@ -52,6 +63,11 @@ def string_abi(plan: LoadPlan, prediction, ctx: Context, reader: ElfReader) -> l
 
 
 def check(plan: LoadPlan, ctx: Context, reader: ElfReader, loaded: bool) -> list[Finding]:
+    """CO501/CO502 and CO306 from the facts. With the container's libraries at hand (`loaded`) the loading
+    rules report both from the linker model's outcomes instead: CO501/CO502 as one finding with the library
+    that is then not found (customops.rules.loading), CO306 from the real providers."""
+    if loaded:
+        return []
     facts = ctx.container.facts  # type: ignore[attr-defined]
     findings: list[Finding] = []
     for step in (*plan.preloads, *plan.dlopens):
@@ -59,20 +75,26 @@ def check(plan: LoadPlan, ctx: Context, reader: ElfReader, loaded: bool) -> list
             info = reader.read(step.source)
         except ElfError:
             continue
-        for needed in info.needed:
-            match = SONAME_MAJOR.match(needed)
-            if not match:
-                continue
-            stem, major = match.group("stem"), match.group("major")
-            if stem == "libnvinfer" and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
-                findings.append(_finding("CO501", step, f"{step.path} needs {needed} (TensorRT {major}); the "
-                                                        f"container has TensorRT {facts.tensorrt}"))
-            if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
-                findings.append(_finding("CO502", step, f"{step.path} needs {needed} (CUDA {major}); the container "
-                                                        f"has CUDA {facts.cuda}"))
-        if not loaded:  # with the libraries at hand the loader model reports CO306 from the real providers
-            findings += _version_maxima(step, info, facts)
+        findings += [_finding(m.code, step, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}")
+                     for m in major_mismatches(info, facts)]
+        findings += _version_maxima(step, info, facts)
     return findings
+
+
+def major_mismatches(info, facts) -> list[Mismatch]:  # type: ignore[no-untyped-def]
+    """The library's TensorRT (CO501) and CUDA runtime (CO502) SONAMEs of another major version than the
+    container's."""
+    found = []
+    for needed in info.needed:
+        match = SONAME_MAJOR.match(needed)
+        if not match:
+            continue
+        stem, major = match.group("stem"), match.group("major")
+        if stem == "libnvinfer" and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
+            found.append(Mismatch(needed, "CO501", f"TensorRT {major}", f"TensorRT {facts.tensorrt}"))
+        if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
+            found.append(Mismatch(needed, "CO502", f"CUDA {major}", f"CUDA {facts.cuda}"))
+    return found
 
 
 def _version_maxima(step: LoadStep, info, facts) -> list[Finding]:  # type: ignore[no-untyped-def]

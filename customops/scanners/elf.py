@@ -245,6 +245,16 @@ class ElfInfo:
         return self.symbols.undefined_count
 
 
+GIT_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+NOT_ELF_KINDS = {"git-lfs-pointer": "a Git LFS pointer, not the library"}
+
+
+def not_elf_kind(head: bytes) -> str | None:
+    """What a file that is not ELF is, when its first bytes say so: "git-lfs-pointer" for the text Git LFS
+    commits in place of the file (`git lfs pull` replaces it with the content); None otherwise."""
+    return "git-lfs-pointer" if head.startswith(GIT_LFS_POINTER) else None
+
+
 def machine_name(code: int) -> str:
     from elftools.elf.enums import ENUM_E_MACHINE
 
@@ -806,7 +816,8 @@ class _Parser:
     def parse(self) -> ElfInfo:
         data = self.data
         if self.size < 16 or data[:4] != b"\x7fELF":
-            raise self.fail("not an ELF file (bad magic)")
+            kind = not_elf_kind(bytes(data[:len(GIT_LFS_POINTER)]))
+            raise self.fail(f"not an ELF file: {NOT_ELF_KINDS[kind]}" if kind else "not an ELF file (bad magic)")
         ei_class, ei_data, _ver, osabi = data[4], data[5], data[6], data[7]
         if ei_class not in (ELFCLASS32, ELFCLASS64):
             raise self.fail(f"invalid ELF class {ei_class}")

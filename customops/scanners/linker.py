@@ -33,6 +33,7 @@ from customops.scanners.elf import (
     BIND_NAMES,
     DF_1_PIE,
     DF_SYMBOLIC,
+    GIT_LFS_POINTER,
     RELOC_COPY,
     RELOC_LAZY,
     RELOC_NONE,
@@ -57,12 +58,14 @@ from customops.scanners.elf import (
     VISIBILITY_NAMES,
     ElfInfo,
     gnu_hashes,
+    not_elf_kind,
 )
 from customops.scanners.elfcache import ElfReader
 from customops.scanners.target import LinkerTarget
 
 ALLOWED_TYPES = {STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_COMMON, STT_TLS, STT_GNU_IFUNC}
 NOT_FOUND = "cannot open shared object file: No such file or directory"
+PERMISSION_DENIED = "Permission denied"  # strerror(EACCES)
 # The same sets as tables indexed by st_info's type and binding and st_other's visibility (np.isin costs more
 # than a whole small library's lookups).
 _ALLOWED_TYPE = np.isin(np.arange(16), list(ALLOWED_TYPES))
@@ -117,6 +120,16 @@ class SearchAttempt:
     source: str  # e.g. "RPATH of libtop.so", "LD_LIBRARY_PATH", "ld.so.cache", "system directories"
     path: str
     result: str  # "found", "not found", "wrong ELF class", "wrong machine", "already loaded", ...
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """Why a file a step needs could not be opened or mapped, typed, beyond what dlerror() says: `kind` is
+    "permission denied" (it exists, but the process cannot read it or search a directory above it) or
+    "git-lfs-pointer" (a Git LFS pointer file in place of the library: elf.not_elf_kind)."""
+
+    path: str  # the target path as requested
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -176,6 +189,7 @@ class StepOutcome:
     lazy_failures: tuple[Binding, ...]
     version_errors: tuple[str, ...]
     calls: tuple[CallOutcome, ...] = ()
+    problem: FileProblem | None = None  # what the failing file is, where the error's text does not say
 
     @property
     def ok(self) -> bool:
@@ -401,10 +415,11 @@ class _Scope:
 class _Failure(Exception):
     """A load error: `message` is what dlerror() returns, `reason` the part after the object name."""
 
-    def __init__(self, message: str, reason: str | None = None) -> None:
+    def __init__(self, message: str, reason: str | None = None, problem: FileProblem | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason or message
+        self.problem = problem
 
 
 class Linker:
@@ -467,10 +482,10 @@ class _Process:
 
     def _outcome(self, kind: str, request: str, label: str, status: str, message: str, loaded: list[_Object],
                  unresolved: list[Binding], lazy: list[Binding], version_errors: list[str],
-                 calls: tuple[CallOutcome, ...] = ()) -> StepOutcome:
+                 calls: tuple[CallOutcome, ...] = (), problem: FileProblem | None = None) -> StepOutcome:
         outcome = StepOutcome(kind, request, label, status, message, tuple(self._warnings),
                               tuple(o.name for o in loaded), tuple(self._searches), tuple(unresolved),
-                              tuple(lazy), tuple(version_errors), calls)
+                              tuple(lazy), tuple(version_errors), calls, problem)
         self.outcomes.append(outcome)
         self._searches, self._warnings = [], []
         return outcome
@@ -505,7 +520,8 @@ class _Process:
                     f"ERROR: ld.so: object '{name}' from LD_PRELOAD cannot be preloaded "
                     f"({_preload_reason(failure.reason)}): ignored."
                 )
-                self._outcome("preload", name, "LD_PRELOAD", "ignored", self._warnings[-1], [], [], [], [])
+                self._outcome("preload", name, "LD_PRELOAD", "ignored", self._warnings[-1], [], [], [], [],
+                              problem=failure.problem)
                 continue
             if obj not in preloads and obj is not main:
                 preloads.append(obj)
@@ -514,7 +530,7 @@ class _Process:
             searchlist = self._map_deps(main, preloads, 0)
         except _Failure as failure:
             self.exit_message = f"{self.progname}: error while loading shared libraries: {failure.message}"
-            self._outcome("startup", exe_path, "", "fatal", self.exit_message, [], [], [], [])
+            self._outcome("startup", exe_path, "", "fatal", self.exit_message, [], [], [], [], problem=failure.problem)
             return
         main.searchlist = searchlist
         self.global_scope = list(searchlist)
@@ -558,7 +574,8 @@ class _Process:
                 raise _Failure(errors[0])
         except _Failure as failure:
             self._unload(before)
-            self._outcome("dlopen", step.path, step.label, "failed", failure.message, [], [], [], [])
+            self._outcome("dlopen", step.path, step.label, "failed", failure.message, [], [], [], [],
+                          problem=failure.problem)
             return
         for obj in new:
             obj.scope = [root.searchlist, self.global_scope] if step.deepbind else [self.global_scope, root.searchlist]
@@ -630,10 +647,14 @@ class _Process:
             if path is None:
                 raise _Failure(f"{name}: {NOT_FOUND}", NOT_FOUND)
             verdict, detail = self._verify(path)
+            if verdict == "absent" and (detail == PERMISSION_DENIED or self._access_denied(path)):
+                # open() fails with EACCES: dlerror() names errno's text, as for ENOENT
+                reason = f"cannot open shared object file: {PERMISSION_DENIED}"
+                raise _Failure(f"{name}: {reason}", reason, FileProblem(name, "permission denied"))
             if verdict in ("absent", "other-machine"):
                 raise _Failure(f"{name}: {NOT_FOUND}", NOT_FOUND)
             if verdict != "ok":
-                raise _Failure(f"{name}: {detail}", detail)
+                raise _Failure(f"{name}: {detail}", detail, self._not_elf(name, path, detail))
             return self._new_object(path, name, loader, step, origin_from=path)
         search, path = self._search(name, loader)
         self._searches.append(search)
@@ -666,6 +687,44 @@ class _Process:
         if not path.startswith("/"):
             path = self.env.cwd.rstrip("/") + "/" + path
         return os.path.dirname(path) or "/"
+
+    def _access_denied(self, path: str) -> bool:
+        """Is a path that resolves to nothing hidden by a permission (EACCES) rather than absent: can the
+        deepest existing directory above it not be searched for its next component? (For a dlopen path's
+        failure only: a search's candidates are not asked.)"""
+        parts = self._absolute(path).rstrip("/").split("/")
+        for cut in range(len(parts) - 1, 0, -1):
+            host = self.target.host_path("/".join(parts[:cut]) or "/")
+            if host is None:
+                continue
+            try:
+                os.lstat(os.path.join(host, parts[cut]))
+            except PermissionError:
+                return True
+            except OSError:
+                return False
+            return False
+        return False
+
+    def _not_elf(self, name: str, path: str, detail: str) -> FileProblem | None:
+        """The typed outcome of a candidate refused for its first bytes: what the file is instead."""
+        if detail != "invalid ELF header":
+            return None
+        host = self._host(path)
+        try:
+            fd = safeio.open_regular(host or "")
+        except InputError:
+            return None
+        try:
+            kind = not_elf_kind(os.read(fd, len(GIT_LFS_POINTER)))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return FileProblem(name, kind) if kind else None
+
+    def _absolute(self, path: str) -> str:
+        return path if path.startswith("/") else self.env.cwd.rstrip("/") + "/" + path
 
     def _host(self, path: str) -> str | None:
         if not path.startswith("/"):
@@ -713,7 +772,7 @@ class _Process:
                     if verdict == "other-class":
                         other_class = True
                     elif verdict == "fatal":
-                        raise _Failure(f"{candidate}: {detail}", detail)
+                        raise _Failure(f"{candidate}: {detail}", detail, self._not_elf(candidate, candidate, detail))
             return None
 
         found = None
@@ -1340,7 +1399,7 @@ def _split_preload(value: str | None) -> list[str]:
 
 def _preload_reason(reason: str) -> str:
     """The part of a load error that ld.so prints inside the preload warning's parentheses."""
-    return "cannot open shared object file" if reason == NOT_FOUND else reason
+    return "cannot open shared object file" if reason.startswith("cannot open shared object file") else reason
 
 
 def _undefined(binding: Binding) -> str:
