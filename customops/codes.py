@@ -92,18 +92,22 @@ _TABLE = (
          "Fix the path, or mount the file into the container at that path."),
     Code("CO302", E, "needed library not found",
          "A DT_NEEDED dependency of a library is found nowhere the dynamic linker searches (every path "
-         "considered is listed in order).",
+         "considered is listed in order, an LD_LIBRARY_PATH entry with why customops launch sets it). A TensorRT "
+         "or CUDA runtime dependency of another major version than the container's is reported as CO501 or "
+         "CO502 instead, saying that it is not found.",
          "`<lib>: cannot open shared object file: No such file or directory` at dlopen or at startup.",
          "Ship the dependency next to the library with RUNPATH $ORIGIN, or add its directory to "
          "LD_LIBRARY_PATH (customops launch does this for framework backends)."),
     Code("CO303", E, "not a loadable ELF for this target",
          "The file is not an ELF shared object of the container's class and machine (wrong ELF class, "
-         "another architecture, not ELF at all).",
+         "another architecture, not ELF at all, e.g. a Git LFS pointer committed in place of the library).",
          "`wrong ELF class: ELFCLASS32`, `invalid ELF header`, or a misleading `No such file or directory`.",
-         "Build the library for the container's architecture."),
+         "Build the library for the container's architecture; for a Git LFS pointer, run `git lfs pull` (in CI: "
+         "actions/checkout with lfs: true)."),
     Code("CO304", E, "undefined symbol: fails at load",
          "A symbol the library needs at load time (data, or any symbol under RTLD_NOW) is defined by no "
-         "object in its lookup scope.",
+         "object in its lookup scope. Python C API symbols (Py*, _Py*) missing from an op library mean it is a "
+         "Python extension module, which only a Python interpreter loads.",
          "dlopen fails: `<lib>: undefined symbol: <name>`; the model (or the server) does not load.",
          "Link the library against the library that defines the symbol, or build it against the framework "
          "version in the container."),
@@ -196,7 +200,8 @@ _TABLE = (
          "Symbols the library imports from its framework are not provided by the container's framework "
          "library: it was built against another version.",
          "`undefined symbol: <framework symbol>` at load.",
-         "Rebuild against the framework version shipped in the container."),
+         "Rebuild against the framework version shipped in the container (the finding names it, or the "
+         "container's library file when no file name gives the version)."),
     Code("CO505", W, "ONNX Runtime API version newer than the container's",
          "The op library needs an ONNX Runtime version node newer than the container's libonnxruntime.",
          "GetApi() returns NULL or the library fails to load.",
