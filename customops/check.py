@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from customops import suppressions
 from customops.container import Container
-from customops.findings import Finding, sort_key, suppressed
+from customops.findings import Finding
 from customops.loaders import backend, host, onnxruntime, pytorch, tensorflow, tensorrt
 from customops.manifest import Manifest
 from customops.plan import Context, LoaderResult, LoadPlan, LoadStep, merge
@@ -97,9 +98,10 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         findings, probe_notes = probed.check(groups, findings, ctx, models, tensorflow)
         notes += probe_notes + containment_notes(groups)
     findings = _located_in_checkout(findings, models, repositories)
-    kept = [f for f in findings if not suppressed(f, manifest.ignore)]
-    dropped = [f for f in findings if suppressed(f, manifest.ignore)]
-    return CheckResult(models, plan, prediction, sorted(kept, key=sort_key), dropped, container, notes, step_outcomes)
+    could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
+                                    source=container.facts.source, probed=probe is not None)
+    kept, dropped = suppressions.apply(findings, manifest, models, could)
+    return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes)
 
 
 def _located_in_checkout(findings: list[Finding], models: list[Model], repositories: list[str]) -> list[Finding]:

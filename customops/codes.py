@@ -70,6 +70,16 @@ _TABLE = (
          "customops.toml has an unknown key, a wrong type, or a path that does not exist.",
          "customops refuses to guess what should be loaded.",
          "Fix the key named in the message; see the README for the manifest's shape."),
+    Code("CO107", W, "suppression matches no finding",
+         "A [check] ignore table in customops.toml, or a `# customops: ignore[...]` / `ignore-file[...]` comment "
+         "in a config.pbtxt, suppressed no finding although the run could have found what it names; or such a "
+         "comment is malformed or names no customops code. An unused one is not reported with --load-model, "
+         "nor for a code the run cannot produce (only CO1xx without the container's libraries, no CO408 with a "
+         "profile, no CO409 or CO507 without --probe) or does not select.",
+         "Nothing fails today, but a stale suppression silently hides the next real problem with that code "
+         "there, and a malformed one hides nothing while its author believes it does.",
+         "Remove the entry or comment, or correct its code, globs or line (a same-line comment applies only to "
+         "findings that point at that line; `ignore-file[...]` to every finding that points at the file)."),
     Code("CO201", E, "backend library not found",
          "The backend library (libtriton_<backend>.so or the runtime field) exists in none of the places "
          "Triton searches: <model>/<version>/, <model>/, <backend_dir>/<backend>/.",

@@ -9,6 +9,17 @@ from customops.codes import CODES, Severity
 
 
 @dataclass(frozen=True)
+class Suppression:
+    """What suppressed a finding: a [check] ignore entry of the manifest ("manifest") or a
+    `# customops: ignore[...]` comment in a config.pbtxt ("config"), where it is, and its reason."""
+
+    source: str
+    file: str | None
+    line: int | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     message: str
@@ -23,6 +34,7 @@ class Finding:
     predicted: str | None = None  # the runtime's own message for the failure this predicts
     evidence: tuple[str, ...] = field(default=())  # search trace, winning/losing definitions, ...
     hint: str = ""
+    suppression: Suppression | None = None  # set on a suppressed finding (customops.suppressions)
 
     def __post_init__(self) -> None:
         if self.code not in CODES:
@@ -39,7 +51,8 @@ class Finding:
 
 
 def suppressed(finding: Finding, ignores) -> bool:  # type: ignore[no-untyped-def]
-    """An ignore entry matches on its code and, where given, on library and symbol globs."""
+    """An ignore entry of the manifest matches on its code and, where given, on library and symbol globs
+    (the rest of suppressing: customops.suppressions)."""
     for rule in ignores:
         if rule.code != finding.code:
             continue

@@ -11,7 +11,11 @@
     preload = []
     [check]
     fail-on = "error"                # or "warning", "info"
-    ignore = [{ code = "CO402", library = "plugins/*.so", symbol = "deflate*" }]
+    select = ["CO3", "CO401"]        # report only these codes or prefixes (default: all)
+    ignore = [
+        "CO404",                     # a code or prefix: never reported (as ruff's ignore)
+        { code = "CO402", library = "plugins/*.so", symbol = "deflate*", reason = "vendored zlib" },
+    ]                                # a table: matching findings are suppressed (counted, listed with -v)
     profile = "customops-profile.json"  # what CI checks against when no container is at hand
 
 Relative paths are relative to the manifest. An unknown key, a wrong type or a bad value is an error
@@ -23,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from customops import safeio
 from customops.codes import CODES, Severity
@@ -43,6 +47,9 @@ class Ignore:
     code: str
     library: str | None = None  # glob on the library path (relative to the manifest, or absolute)
     symbol: str | None = None  # glob on the raw or demangled symbol name
+    reason: str | None = None  # why it is suppressed, shown with the suppressed finding
+    line: int | None = None  # where the entry is in the manifest (its unused-suppression CO107 points there)
+    column: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,9 @@ class Manifest:
     tensorflow_preload: tuple[str, ...] = ()
     host_preload: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
-    ignore: tuple[Ignore, ...] = ()
+    ignore: tuple[Ignore, ...] = ()  # the tables of [check] ignore: suppressions
+    select: tuple[str, ...] | None = None  # codes and prefixes reported (None: all); --select replaces it
+    ignore_codes: tuple[str, ...] = ()  # the strings of [check] ignore: codes and prefixes never reported
     profile: str | None = None  # the container profile CI checks against (customops profile create)
 
     @property
@@ -67,7 +76,7 @@ SCHEMA: dict[str, dict[str, type]] = {
     "pytorch": {"ops": list},
     "tensorflow": {"preload": list},
     "host": {"preload": list},
-    "check": {"fail-on": str, "ignore": list, "profile": str},
+    "check": {"fail-on": str, "select": list, "ignore": list, "profile": str},
 }
 
 
@@ -75,7 +84,8 @@ def load_manifest(path: str | None) -> Manifest:
     if path is None:
         return Manifest(None)
     try:
-        data = tomllib.loads(safeio.read_bytes(path, safeio.MANIFEST_LIMIT).decode("utf-8"))
+        text = safeio.read_bytes(path, safeio.MANIFEST_LIMIT).decode("utf-8")
+        data = tomllib.loads(text)
     except InputError as exc:
         raise InputError(path, "manifest not found" if exc.reason == "No such file or directory" else exc.reason
                          ) from None
@@ -128,19 +138,37 @@ def load_manifest(path: str | None) -> Manifest:
         fail_on = Severity.parse(data.get("check", {}).get("fail-on", "error"))
     except ValueError as exc:
         raise fail(f"[check] fail-on: {exc}") from None
+    from customops.suppressions import entry_lines, parse_selectors
+
+    def selectors(key: str, values: list) -> tuple[str, ...]:  # type: ignore[type-arg]
+        if not all(isinstance(v, str) for v in values):
+            raise fail(f"[check] {key}: codes and prefixes are strings")
+        try:
+            return parse_selectors([plain(f"[check] {key}", v) for v in values], f"[check] {key}")
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+
+    select = selectors("select", data["check"]["select"]) if "select" in data.get("check", {}) else None
     ignores = []
+    ignore_codes: list[str] = []
     for entry in data.get("check", {}).get("ignore", []):
-        if not isinstance(entry, dict) or set(entry) - {"code", "library", "symbol"} or "code" not in entry:
-            raise fail("[check] ignore entries are tables with code and optionally library and symbol")
+        if isinstance(entry, str):
+            ignore_codes += selectors("ignore", [entry])
+            continue
+        if not isinstance(entry, dict) or set(entry) - {"code", "library", "symbol", "reason"} or "code" not in entry:
+            raise fail("[check] ignore entries are codes (or prefixes), or tables with code and optionally "
+                       "library, symbol and reason")
         if entry["code"] not in CODES:
             raise fail(f"[check] ignore: unknown code {entry['code']!r}")
-        if not all(isinstance(entry.get(k, ""), str) for k in ("library", "symbol")):
-            raise fail("[check] ignore: library and symbol are strings (globs)")
+        if not all(isinstance(entry.get(k, ""), str) for k in ("library", "symbol", "reason")):
+            raise fail("[check] ignore: library and symbol are strings (globs), reason a string")
         library, symbol = (plain(f"[check] ignore {k}", entry[k]) if k in entry else None
                            for k in ("library", "symbol"))
         if library is not None and not os.path.isabs(library):
             library = os.path.normpath(os.path.join(base, library))
-        ignores.append(Ignore(entry["code"], library, symbol))
+        ignores.append(Ignore(entry["code"], library, symbol, entry.get("reason") or None))
+    places = entry_lines(text, [i.code for i in ignores])
+    ignores = [replace(i, line=line, column=column) for i, (line, column) in zip(ignores, places, strict=True)]
     return Manifest(
         path=os.path.abspath(path),
         trt_plugins=paths("tensorrt", "plugins"),
@@ -150,6 +178,8 @@ def load_manifest(path: str | None) -> Manifest:
         host_preload=paths("host", "preload"),
         fail_on=fail_on,
         ignore=tuple(ignores),
+        select=select,
+        ignore_codes=tuple(ignore_codes),
         profile=os.path.normpath(os.path.join(base, plain("[check] profile", data["check"]["profile"])))
         if "profile" in data.get("check", {}) else None,
     )

@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "junit for test dashboards, github for workflow annotations (default: text)")
     p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
+    p.add_argument("--select", action="append", metavar="CODES",
+                   help="report only these codes: comma-separated codes or prefixes (CO3: every CO3xx); replaces "
+                        "the manifest's [check] select (repeatable)")
+    p.add_argument("--ignore", action="append", metavar="CODES",
+                   help="never report these codes or prefixes (comma-separated); added to the manifest's "
+                        "[check] ignore (repeatable)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-q", "--quiet", action="store_true",
                       help="text report: only the findings and the summary line (no header, notes or clean models)")
@@ -85,6 +91,13 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
         raise CustomopsError("no model repository given")
     if args.statistics and args.format != "text":
         wrong("--statistics applies to the text report only (the other formats list every finding)")
+    from customops.suppressions import parse_selectors, with_options
+
+    try:
+        select = parse_selectors(args.select, "--select") if args.select is not None else None
+        ignore = parse_selectors(args.ignore or (), "--ignore")
+    except ValueError as exc:
+        wrong(str(exc))
     in_repository = not args.no_cache and _cache_in_repository(args.cache_dir or default_cache_dir(), repositories)
     if in_repository:
         args.no_cache = True  # a pull request could commit entries there, owned by the CI user like its own
@@ -105,7 +118,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
         check_repository(repository)
 
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
-    manifest = load_manifest(args.manifest or find_manifest(repositories))
+    manifest = with_options(load_manifest(args.manifest or find_manifest(repositories)), select, ignore)
     notes = [f"cache directory {in_repository} is inside a model repository or its checkout: not used"
              ] if in_repository else []
     profile = args.profile

@@ -62,9 +62,16 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
                             "purpose": s.purpose, "preload": s.preload, "model": s.model,
                             "entry_points": list(s.entry_points)} for s in (*plan.preloads, *plan.dlopens)]},
         "findings": [finding_record(f, base) for f in result.findings],
+        "suppressed": [{**finding_record(f, base), "suppression": _suppression(f, base)} for f in result.suppressed],
         "notes": result.notes,
     }
     return dumps(record, indent=2)
+
+
+def _suppression(f: Finding, base: str | None) -> dict | None:  # type: ignore[type-arg]
+    s = f.suppression
+    return None if s is None else {"source": s.source, "file": relative(s.file, base), "line": s.line,
+                                   "reason": s.reason}
 
 
 def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
@@ -204,6 +211,11 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
             where = relative(f.file, base)
             console.print(f"[dim]suppressed: {f.code} {f.level!s} {markup(f.model or '(server)')}: "
                           f"{markup(f'{where}: ' if where else '')}{markup(f.message)}[/]")
+            if f.suppression is not None:
+                by = relative(f.suppression.file, base) or "?"
+                by += f":{f.suppression.line}" if f.suppression.line else ""
+                reason = f": {f.suppression.reason}" if f.suppression.reason else " (no reason given)"
+                console.print(f"    [dim]by {markup(by)}{markup(reason)}[/]")
     if verbosity >= 0:
         for note in result.notes:
             console.print(f"[dim]note: {markup(note)}[/]")
