@@ -47,12 +47,15 @@ def resolve(root: str | None, mounts: Mounts, path: str,
             continue
         real = "/" + "/".join((*done, part))
         host = host_of_real(root, mounts, real)
-        if host is None:
-            return None
         try:
+            if host is None:
+                raise FileNotFoundError(real)
             st = lstat(host)
         except (OSError, ValueError):
-            return None
+            if not _above_a_mount(mounts, real):
+                return None
+            done.append(part)  # a directory docker creates to hold a mount point (/models for /models/a)
+            continue
         if stat.S_ISLNK(st.st_mode):
             hops += 1
             if hops > MAX_SYMLINKS:
@@ -71,3 +74,8 @@ def resolve(root: str | None, mounts: Mounts, path: str,
     real = "/" + "/".join(done)
     host = host_of_real(root, mounts, real)
     return None if host is None else (real, host)
+
+
+def _above_a_mount(mounts: Mounts, real: str) -> bool:
+    """Whether `real` is a directory above a mount point: the runtime creates it when it is missing."""
+    return any(container_dir.startswith(real.rstrip("/") + "/") for container_dir, _host in mounts)

@@ -15,7 +15,7 @@ from typing import Any
 
 from customops import safeio
 from customops.errors import InputError, printable
-from customops.modelconfig import parse_config
+from customops.modelconfig import did_you_mean, parse_config
 
 PLATFORM_BACKEND = {
     "tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
@@ -185,7 +185,8 @@ def _resolve_backend(model_dir: str, name: str, backend: str, platform: str, def
     if not backend and platform:
         if platform not in PLATFORM_BACKEND:
             message = f"unexpected platform type '{platform}' for {name}"
-            problems.append(Problem("CO102", message, message))
+            suggestion = did_you_mean(platform, PLATFORM_BACKEND)
+            problems.append(Problem("CO102", f"{message}; {suggestion}" if suggestion else message, message))
             return "", platform
         return PLATFORM_BACKEND[platform], platform
     if backend and platform and PLATFORM_BACKEND.get(platform) != backend:

@@ -217,3 +217,9 @@ def test_co102_a_platform_suggestion_comes_from_the_known_platform_values():
 
     assert did_you_mean("onnxruntime_onx", PLATFORM_BACKEND) == "did you mean 'onnxruntime_onnx'?"
     assert did_you_mean("caffe2_netdef", PLATFORM_BACKEND) == ""
+
+
+def test_co102_a_misspelled_platform_gets_did_you_mean_and_keeps_tritons_message(repo):
+    finding = only(repo.model("m", 'platform: "onnxruntime_onx"\n').check(), "CO102")
+    assert finding.message == "unexpected platform type 'onnxruntime_onx' for m; did you mean 'onnxruntime_onnx'?"
+    assert finding.predicted == "unexpected platform type 'onnxruntime_onx' for m"

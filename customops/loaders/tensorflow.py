@@ -18,7 +18,8 @@ def process(ctx: Context) -> LoaderResult:
     if not paths:
         return LoaderResult()
     steps = tuple(LoadStep(ctx.container_path(p), p, "tensorflow", "preload", preload=True) for p in paths)
-    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/tensorflow",))  # type: ignore[attr-defined]
+    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/tensorflow",),  # type: ignore[attr-defined]
+                        library_path_for="the TensorFlow preloads")
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
