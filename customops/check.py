@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from customops import suppressions
+from customops import mounts, suppressions
 from customops.container import Container
 from customops.findings import Finding
 from customops.loaders import backend, host, onnxruntime, pytorch, tensorflow, tensorrt
@@ -186,23 +186,12 @@ def pair_outcomes(plan: LoadPlan, prediction: Prediction) -> list[tuple[LoadStep
 
 def default_mounts(repositories: list[str], container: Container, explicit: tuple[tuple[str, str], ...] = (),
                    container_repository: str | None = None) -> tuple[tuple[str, str], ...]:
-    """Explicit mounts first; a repository from outside the container that no mount covers is mounted
-    where tritonserver is told to find it (--model-repository in the profile's recorded arguments), else
-    at /models, as `docker run -v REPO:/models` would."""
-    mounts = list(explicit)
+    """customops.mounts.default_mounts for this container: a repository from outside it is mounted where
+    tritonserver is told to find it (--model-repository in the profile's recorded arguments), else at
+    /models, as `docker run -v REPO:/models` would."""
     recorded = [a.split("=", 1)[1] for a in container.server_args if a.startswith(("--model-repository=",
                                                                                    "--model-store="))]
-    where = container_repository or (recorded[0] if recorded else "/models")
-    outside = []
-    for repo in (os.path.abspath(r) for r in repositories):
-        target = container.target
-        if target is not None and target.is_live:
-            continue
-        if target is not None and repo.startswith(target.root.rstrip("/") + "/"):
-            continue
-        if any(repo == host or repo.startswith(host.rstrip("/") + "/") for _c, host in mounts):
-            continue
-        outside.append(repo)
-    for repo in outside:
-        mounts.append((where if len(outside) == 1 else f"{where}/{os.path.basename(repo)}", repo))
-    return tuple(mounts)
+    target = container.target
+    root = None if target is None else "/" if target.is_live else target.root
+    return mounts.default_mounts(repositories, root, explicit,
+                                 container_repository or (recorded[0] if recorded else mounts.DEFAULT_REPOSITORY))

@@ -41,19 +41,19 @@ def resolve_host(root: str, path: str, mounts: Mounts = ()) -> str | None:
     return host if os.path.isdir(host) else None
 
 
-def default_mounts(repositories: list[str], root: str, explicit: Mounts = (),
+def default_mounts(repositories: list[str], root: str | None, explicit: Mounts = (),
                    where: str = DEFAULT_REPOSITORY) -> Mounts:
     """The explicit mounts, then each repository of this machine that is neither inside the container root
     nor under an explicit mount's host side, mounted as `docker run -v REPO:/models` would: at `where`, or
-    at `where/<name>` when there are several (the rule of customops.check.default_mounts, which `check`
-    applies to its repository arguments; without the container's modules, so that launch can assemble
-    the environment cheaply). The live root `/` mounts nothing: there this machine is the container."""
+    at `where/<name>` when there are several. The live root `/` mounts nothing: there this machine is the
+    container; None (only the container's facts are known) mounts every repository. Without the
+    container's modules, so that launch can assemble the environment cheaply."""
     mounts = list(explicit)
-    if os.path.abspath(root) == "/":
+    if root is not None and os.path.abspath(root) == "/":
         return tuple(mounts)
-    top = os.path.abspath(root).rstrip("/") + "/"
+    top = os.path.abspath(root).rstrip("/") + "/" if root is not None else None
     outside = [repo for repo in dict.fromkeys(os.path.abspath(r) for r in repositories)
-               if not repo.startswith(top)
+               if not (top and repo.startswith(top))
                and not any(repo == host or repo.startswith(host.rstrip("/") + "/") for _c, host in mounts)]
     for repo in outside:
         mounts.append((where if len(outside) == 1 else f"{where}/{os.path.basename(repo)}", repo))

@@ -63,7 +63,7 @@ def test_a_library_under_another_prefix_gets_the_exact_mount_that_would_fix_it(t
     missing = [f for f in result.findings if f.code == "CO301" and f.model == "text_tf"]
     assert missing and f"--mount {checkout}:/models" in missing[0].message
     assert missing[0].file == str(checkout / "text_tf" / "config.pbtxt")  # the file that names the library
-    assert "container path: /models/text_tf/ops/libtf_op.so" in missing[0].evidence
+    assert "/models/text_tf/ops/libtf_op.so" in missing[0].message
 
 
 def test_the_profile_beside_the_repository_is_found_and_named(three_places, tmp_path):

@@ -17,6 +17,7 @@ from customops.codes import CODES, Severity
 from customops.findings import Finding
 from customops.report.escape import console as new_console
 from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
+from customops.report.wrap import heading, wrap
 
 CHECK_SCHEMA = schemas.CHECK
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -179,8 +180,8 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
     facts = result.container.facts
     source = result.container.target.root if result.container.target else facts.source
     if verbosity >= 0:
-        console.print(f"[bold]customops check[/]: {len(result.models)} model(s) against {markup(str(source))}"
-                      + (f" (Triton {markup(facts.triton_version)})" if facts.triton_version else ""))
+        _print(console, "[bold]customops check[/]: ", 17, f"{len(result.models)} model(s) against {source}"
+               + (f" (Triton {facts.triton_version})" if facts.triton_version else ""), 4)
     if verbosity > 0:
         for line in _facts(facts):
             console.print(f"[dim]container: {markup(line)}[/]")
@@ -189,12 +190,12 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
         by_model[f.model or "(server)"].append(f)
     for model in sorted(by_model, key=lambda m: (-max(int(f.level) for f in by_model[m]), m)):
         if verbosity >= 0:
-            console.rule(f"[bold]{markup(model)}")
+            heading(console, f"[bold]{markup(model)}")
         for f in by_model[model]:
             _finding(console, f, base, style, verbosity)
     untouched = [m for m in result.models if not any(_concerns(f, m) for f in result.findings)]
     if untouched and verbosity == 0:
-        console.print(f"[green]no findings:[/] {markup(', '.join(m.name for m in untouched))}")
+        _print(console, "[green]no findings:[/] ", 13, ", ".join(m.name for m in untouched), 4)
     elif untouched and verbosity > 0:
         loads: dict[str, int] = defaultdict(int)
         for step in result.plan.dlopens:
@@ -205,20 +206,20 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
                     f"version(s) {', '.join(map(str, m.versions)) or 'none'}",
                     f"{len(m.op_libraries)} op librar{'y' if len(m.op_libraries) == 1 else 'ies'}",
                     f"{loads[m.name]} load(s) predicted"]
-            console.print(f"[green]no findings:[/] {markup(m.name)} [dim]({markup('; '.join(what))})[/]")
+            _print(console, "[green]no findings:[/] ", 13, f"{m.name} ({'; '.join(what)})", 4)
     if verbosity > 0:
         for f in result.suppressed:
             where = relative(f.file, base)
-            console.print(f"[dim]suppressed: {f.code} {f.level!s} {markup(f.model or '(server)')}: "
-                          f"{markup(f'{where}: ' if where else '')}{markup(f.message)}[/]")
+            _print(console, "", 0, f"suppressed: {f.code} {f.level!s} {f.model or '(server)'}: "
+                   f"{f'{where}: ' if where else ''}{f.message}", 4, "dim")
             if f.suppression is not None:
                 by = relative(f.suppression.file, base) or "?"
                 by += f":{f.suppression.line}" if f.suppression.line else ""
                 reason = f": {f.suppression.reason}" if f.suppression.reason else " (no reason given)"
-                console.print(f"    [dim]by {markup(by)}{markup(reason)}[/]")
+                _print(console, "    ", 4, f"by {by}{reason}", 8, "dim")
     if verbosity >= 0:
         for note in result.notes:
-            console.print(f"[dim]note: {markup(note)}[/]")
+            _print(console, "", 0, f"note: {note}", 6, "dim")
     _summary(console, result, fail_on, exit_code)
 
 
@@ -240,16 +241,29 @@ def _summary(console, result, fail_on: Severity, exit_code: int) -> None:  # typ
 
 def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int) -> None:  # type: ignore[no-untyped-def]
     where = relative(f.file, base)
-    location = f"{where}:{f.line}:{f.column}: " if where and f.line else (f"{where}: " if where else "")
-    console.print(f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] {markup(location)}{markup(f.message)}")
+    location = ":".join(str(p) for p in (where, f.line, f.column) if p) + ": " if where else ""
+    if where and not f.line:
+        location = f"{where}: "
+    _print(console, f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] ", 14, location + f.message, 14)
     if f.predicted:
-        console.print(f"    [dim]runtime:[/] {markup(f.predicted)}")
+        _print(console, "    [dim]runtime:[/] ", 13, f.predicted, 8)
     shown = f.evidence if verbosity > 0 else f.evidence[:EVIDENCE_SHOWN]
     for line in shown:
-        console.print(f"    [dim]{markup(line)}[/]")
+        _print(console, "    ", 4, line, 8, "dim")
     if len(shown) < len(f.evidence):
-        console.print(f"    [dim]... {len(f.evidence) - len(shown)} more evidence line(s) (--verbose shows them)[/]")
-    console.print(f"    [dim]fix:[/] {markup(f.hint)}")
+        _print(console, "    ", 4, f"... {len(f.evidence) - len(shown)} more evidence line(s) (--verbose shows them)",
+               8, "dim")
+    _print(console, "    [dim]fix:[/] ", 9, f.hint, 8)
+
+
+def _print(console, lead: str, lead_width: int, text: str, indent: int, style: str = "") -> None:  # type: ignore[no-untyped-def]
+    """`lead` (markup taking `lead_width` columns), then `text`: on a terminal wrapped to its width with a
+    hanging indent of `indent` columns (customops.report.wrap); to a pipe or a file on one line."""
+    lines = wrap(text, console.width, lead_width, indent) if console.is_terminal else [text]
+    start, end = (f"[{style}]", "[/]") if style else ("", "")
+    console.print(f"{lead}{start}{markup(lines[0])}{end}")
+    for line in lines[1:]:
+        console.print(f"{start}{markup(line)}{end}")
 
 
 def _statistics(findings: list[Finding]) -> list[tuple[int, str, Severity]]:

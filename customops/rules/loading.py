@@ -139,14 +139,13 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
         subject = _what(step) if outcome.problem.path == step.path else (
             f"{outcome.problem.path}, which {_what(step)} needs,")
         return Finding(code, f"{subject} {reason}", predicted=message, hint=hint,
-                       evidence=(f"container path: {outcome.problem.path}",
-                                 f"checked: {ctx.source(outcome.problem.path)}"), **_about(step))
+                       evidence=(f"checked: {ctx.source(outcome.problem.path)}",), **_about(step))
     if not ctx.exists(step.path):
         suggestion = ctx.suggest_mount(step.path) if step.path.startswith("/") else None
         hint = (f"{suggestion}: a file with the same path tail is in the checkout" if suggestion else "")
         return Finding("CO301", f"{_what(step)} does not exist in the container"
                                 + (f"; with {suggestion} it would" if suggestion else ""), predicted=message,
-                       evidence=(f"container path: {step.path}", f"checked: {ctx.source(step.path)}"),
+                       evidence=(f"checked: {ctx.source(step.path)}",),  # the message names its container path
                        hint=hint, **_about(step))
     version = VERSION_ERROR.match(message)
     if version:
