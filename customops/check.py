@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from customops import mounts, suppressions
+from customops import mounts, progress, suppressions
 from customops.container import Container
 from customops.findings import Finding
 from customops.loaders import backend, host, onnxruntime, pytorch, tensorflow, tensorrt
@@ -62,6 +62,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     reader = reader or ElfReader()
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
+    progress.stage("reading the model repositories")
     models = [m for repo in repositories for m in read_repository(repo, config_name, only_models)]
     ctx = Context(container, manifest, mounts, server_plugins=server_plugins,
                   checkouts=tuple(os.path.abspath(r) for r in repositories))
@@ -77,6 +78,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
             notes.append(f"no {'/opt/tritonserver/bin/tritonserver'} in the target: the global scope is modelled with "
                          f"{executable} as the host program")
         if executable is not None:
+            progress.stage("modelling the server's loads")
             scenario = scenario_for(plan, executable, ctx, extra_preload)
             prediction = Linker(target, reader).run(scenario)
             step_outcomes = pair_outcomes(plan, prediction)

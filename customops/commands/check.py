@@ -105,6 +105,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     if cache_key is not None and (hit := cached_report(cache_key)) is not None:
         emit(hit["report"], args.output)
         return int(hit["exit_code"])
+    from customops import progress
     from customops.check import default_mounts, dependencies, run_check
     from customops.codes import Severity
     from customops.container import from_release, from_root, read_profile
@@ -131,17 +132,19 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
         notes.append(f"using the profile {shown(profile)}")
     if manifest.path:
         notes.append(f"using the manifest {shown(manifest.path)}")
-    if profile:
-        container = read_profile(profile, None if args.no_cache else args.cache_dir or default_cache_dir())
-    elif args.triton_release:
-        container = from_release(args.triton_release)
-    else:
-        container = from_root(args.container_root or "/", args.backend_directory, reader)
-    fail_on = Severity.parse(args.fail_on) if args.fail_on else manifest.fail_on
-    mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in args.mount))
-    result = run_check(repositories, manifest, container, mounts, args.model_config_name,
-                       set(args.load_model) if args.load_model else None, reader,
-                       probe=probe_settings(args, container) if args.probe else None)
+    with progress.shown("checking"):
+        progress.stage("reading the container")
+        if profile:
+            container = read_profile(profile, None if args.no_cache else args.cache_dir or default_cache_dir())
+        elif args.triton_release:
+            container = from_release(args.triton_release)
+        else:
+            container = from_root(args.container_root or "/", args.backend_directory, reader)
+        fail_on = Severity.parse(args.fail_on) if args.fail_on else manifest.fail_on
+        mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in args.mount))
+        result = run_check(repositories, manifest, container, mounts, args.model_config_name,
+                           set(args.load_model) if args.load_model else None, reader,
+                           probe=probe_settings(args, container) if args.probe else None)
     result.notes[:0] = notes
     result.manifest = manifest.path
     result.profile = os.path.abspath(profile) if profile else None

@@ -65,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
     cache = not args.no_cache and not args.probe
     decision = launch_cache.cached(argv, options, mounts, dict(os.environ)) if cache else None
     if decision is None:
-        decision = _decide(args, argv, mounts, options, cache)
+        from customops import progress
+
+        with progress.shown("checking before the launch"):
+            decision = _decide(args, argv, mounts, options, cache)
     else:  # a cached verdict never says what to start: the current inputs do, exactly as for a check
         from customops.launch import environment_for
 
