@@ -260,5 +260,10 @@ def explain(code: str) -> str:
         "How to fix it", f"  {c.fix}",
         "",
         "How to suppress it",
-        f'  In customops.toml: [check] ignore = [{{ code = "{c.code}", library = "<glob>", symbol = "<glob>" }}]',
+        f"  Every finding of it: customops check --ignore {c.code}, or in customops.toml [check] ignore = "
+        f'["{c.code}"]',
+        f'  Some findings: [check] ignore = [{{ code = "{c.code}", library = "<glob>", symbol = "<glob>", '
+        'reason = "<why>" }]',
+        f"  One line of a config.pbtxt: # customops: ignore[{c.code}] on that line "
+        f"(ignore-file[{c.code}] for the whole file)",
     ])

@@ -324,3 +324,12 @@ def test_explain_CO107_and_the_sarif_rules_derive_from_the_table(capsys, example
     _code, out, _err = run(capsys, example, "--format", "sarif")
     rules = {r["id"]: r for r in json.loads(out)["runs"][0]["tool"]["driver"]["rules"]}
     assert rules["CO107"]["name"] == "suppression matches no finding"
+
+
+def test_explain_names_every_way_to_suppress_a_code():
+    from customops.codes import explain
+
+    text = explain("CO104")
+    for form in ("--ignore CO104", 'ignore = ["CO104"]', 'reason = "<why>"', "# customops: ignore[CO104]",
+                 "ignore-file[CO104]"):
+        assert form in text, form
