@@ -2,7 +2,8 @@
 check of real frameworks), the way docker and pip show theirs.
 
 Shown only when standard error is a terminal, never before DELAY seconds have passed (a fast run prints
-nothing), on one line rewritten in place and erased before anything else is printed, so that it never
+nothing), on one line rewritten in place (carriage returns and spaces: no escape sequence, so a dumb terminal and
+NO_COLOR are respected) and erased before anything else is printed, so that it never
 reaches a report, a pipe or a CI log. `stage()` names what is being done; it costs nothing when no progress
 is shown.
 """
@@ -28,7 +29,7 @@ class Progress:
         self._start = time.monotonic()
         self._done = threading.Event()
         self._lock = threading.Lock()
-        self._shown = False
+        self._shown = 0  # the length of the line on the terminal
         self._thread = threading.Thread(target=self._run, name="customops-progress", daemon=True)
 
     def start(self) -> None:
@@ -42,7 +43,7 @@ class Progress:
         self._thread.join()
         with self._lock:
             if self._shown:
-                self._write("\r\x1b[K")
+                self._write("\r" + " " * self._shown + "\r")
 
     def _run(self) -> None:
         if self._done.wait(self._delay):
@@ -53,8 +54,9 @@ class Progress:
             with self._lock:
                 if self._done.is_set():
                     return
-                self._write("\r\x1b[K" + line[:self._columns() - 1])
-                self._shown = True
+                line = line[:self._columns() - 1]
+                self._write("\r" + line + " " * max(self._shown - len(line), 0))
+                self._shown = max(self._shown, len(line))
             self._done.wait(INTERVAL)
 
     def _columns(self) -> int:

@@ -49,10 +49,11 @@ def test_a_heading_too_long_for_a_rule_is_printed_whole(tmp_path):
 
 
 def test_the_example_report_at_80_columns_wraps_with_hanging_indents(tmp_path):
-    """The README's example on an 80-column terminal (--color always: styled as a terminal, COLUMNS=80):
-    no line longer than 80 columns, every continuation of a finding indented under its text, and nothing
-    lost: joined again, the lines give the unwrapped report."""
+    """The README's example on an 80-column terminal (a pseudo-terminal, COLUMNS=80): no line longer than
+    80 columns, every continuation of a finding indented under its text, and nothing lost or reordered
+    against the report to a pipe, which keeps one line per finding."""
     import os
+    import pty
     import re
     import subprocess
     import sys
@@ -62,21 +63,31 @@ def test_the_example_report_at_80_columns_wraps_with_hanging_indents(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     container = install()
-
-    def run(*extra: str, columns: str) -> str:
-        env = {**os.environ, "COLUMNS": columns, "PYTHONPATH": str(root), "CUSTOMOPS_CACHE_DIR": str(tmp_path)}
-        result = subprocess.run([sys.executable, "-m", "customops", "check", "examples/model_repository",
-                                 "--container-root", str(container), *extra], capture_output=True, text=True,
-                                cwd=root, env=env, timeout=300)
-        assert result.returncode == 1, result.stderr
-        return re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
-
-    wrapped = run("--color", "always", columns="80").splitlines()
-    plain = run(columns="80").splitlines()  # a pipe: one line per finding
+    argv = [sys.executable, "-m", "customops", "check", "examples/model_repository", "--container-root",
+            str(container)]
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(root), "CUSTOMOPS_CACHE_DIR": str(tmp_path),
+           "NO_COLOR": "1"}
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(argv, stdout=terminal, stderr=subprocess.PIPE, cwd=root, env=env)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            data = os.read(controller, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert process.wait(timeout=300) == 1
+    os.close(controller)
+    wrapped = b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
+    plain = subprocess.run(argv, capture_output=True, text=True, cwd=root, env=env, timeout=300).stdout.splitlines()
     assert max(len(line) for line in wrapped) <= 80 < max(len(line) for line in plain)
-    findings_start = re.compile(r"^(CO\d{3} |    \S|──|customops |no findings|note: |FAIL |OK )")
+    starts = re.compile(r"^(CO\d{3} |    \S|──|customops |no findings|note: |FAIL |OK )")
     for line in wrapped:
-        assert findings_start.match(line) or line.startswith(("              ", "        ", "      ")), line
+        assert starts.match(line) or line.startswith(("              ", "        ", "      ")), line
+
     def text(lines: list[str]) -> str:
         return "".join(line for line in lines if not line.startswith("──")).replace(" ", "")
 

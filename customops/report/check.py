@@ -256,10 +256,18 @@ def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int)
     _print(console, "    [dim]fix:[/] ", 9, f.hint, 8)
 
 
+def _on_terminal(console) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the report goes to a real terminal (--color always styles a pipe, but does not wrap it)."""
+    try:
+        return bool(console.file.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _print(console, lead: str, lead_width: int, text: str, indent: int, style: str = "") -> None:  # type: ignore[no-untyped-def]
-    """`lead` (markup taking `lead_width` columns), then `text`: on a terminal wrapped to its width with a
+    """`lead` (markup taking `lead_width` columns), then `text`: on a terminal, wrapped to its width with a
     hanging indent of `indent` columns (customops.report.wrap); to a pipe or a file on one line."""
-    lines = wrap(text, console.width, lead_width, indent) if console.is_terminal else [text]
+    lines = wrap(text, console.width, lead_width, indent) if _on_terminal(console) else [text]
     start, end = (f"[{style}]", "[/]") if style else ("", "")
     console.print(f"{lead}{start}{markup(lines[0])}{end}")
     for line in lines[1:]:
