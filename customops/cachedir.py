@@ -96,7 +96,8 @@ def _check_root(wanted: str) -> Path | None:
             missing.append(path)
             path = os.path.dirname(path)
         for directory in reversed(missing):  # every directory customops creates is 0700, not just the last
-            os.mkdir(directory, 0o700)
+            with contextlib.suppress(FileExistsError):  # a concurrent run made it: checked below like any
+                os.mkdir(directory, 0o700)
         real = os.path.realpath(wanted, strict=True)
         if not _owned(os.stat(real), own=True):
             return None

@@ -487,3 +487,20 @@ def test_a_damaged_result_envelope_is_a_miss(attack, tmp_path):
 def test_results_are_neither_read_nor_written_without_a_cache_directory(tmp_path):
     cachedir.store_result(None, "launch", ("key",), VERDICT)
     assert cachedir.load_result(None, "launch", ("key",), VERDICT_SHAPE) is None
+
+
+def test_two_runs_creating_the_cache_directory_at_once_both_use_it(tmp_path, monkeypatch):
+    """The directory appears between the check that it is missing and the mkdir (another run made it): it
+    is trusted by the same checks as any existing one, not given up on."""
+    from customops import cachedir
+
+    wanted = tmp_path / "new" / "cache"
+    real_mkdir = os.mkdir
+
+    def racing_mkdir(path, mode=0o777, *args, **kwargs):  # type: ignore[no-untyped-def]
+        real_mkdir(path, mode)  # the other run wins the race
+        return real_mkdir(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    cachedir._trusted_roots.pop(str(wanted), None)
+    assert cachedir.trusted_root(wanted) == wanted
