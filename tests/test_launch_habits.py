@@ -110,6 +110,7 @@ def test_a_launch_that_starts_prints_the_checks_notes_once_as_its_own(example, t
     assert result.returncode == 0, result
     notes = result.stderr.splitlines()
     assert notes.count(f"customops: note: mounted {work / 'models'} at /models") == 1, notes
+    assert notes.count("customops: note: using the manifest models/customops.toml") == 1, notes  # as check says
     assert all(line.startswith("customops: note: ") for line in notes), notes
 
 
@@ -234,6 +235,17 @@ def test_resolve_with_a_root_and_no_host_starts_the_containers_tritonserver(exam
     steps = json.loads(result.stdout)["steps"]
     assert (steps[0]["kind"], steps[0]["request"], steps[0]["status"]) == ("startup", SERVER, "loaded")
     assert steps[1]["status"] == "loaded"
+
+
+def test_resolve_of_tritonserver_starts_in_its_working_directory(example, tmp_path):
+    """A relative dlopen path is resolved as the server resolves it: from /opt/tritonserver (the NGC WORKDIR),
+    where check's CO104 says it starts."""
+    _work, container = example
+    result = customops(["resolve", "--root", str(container), "--format", "json", "--dlopen",
+                        "backends/pytorch/libtriton_pytorch.so"], tmp_path, tmp_path / "cache")
+    assert result.returncode == 0, result
+    step = json.loads(result.stdout)["steps"][1]
+    assert step["status"] == "loaded" and step["request"] == "/opt/tritonserver/backends/pytorch/libtriton_pytorch.so"
 
 
 def test_resolve_in_a_root_without_tritonserver_says_which_program_it_started(container, tmp_path):

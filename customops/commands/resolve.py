@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
 SERVER = "/opt/tritonserver/bin/tritonserver"  # the process that loads everything in a Triton container
+SERVER_CWD = "/opt/tritonserver"  # its working directory in the NGC images (relative dlopen paths start there)
 STAND_INS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without it: a plain program (as check does)
 
 
@@ -37,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--library-path", metavar="PATH", help="LD_LIBRARY_PATH of the process")
     p.add_argument("--bind-now", action="store_true", help="LD_BIND_NOW=1")
     p.add_argument("--dynamic-weak", action="store_true", help="LD_DYNAMIC_WEAK=1")
-    p.add_argument("--cwd", default=None, help="the process's working directory (for relative paths)")
+    p.add_argument("--cwd", default=None, help="the process's working directory, for relative paths (default: "
+                   "/opt/tritonserver when the host is tritonserver, as in the NGC images; else /)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
                    help="where a directory of this machine appears in the target, as docker -v (repeatable)")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -71,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     from customops.scanners.target import target_for_root
 
     target = target_for_root(args.root).with_mounts(tuple(parse_mount(m) for m in args.mount))
-    cwd = args.cwd or (os.getcwd() if target.is_live else "/")
+    host, notes = _host(args.host, target)
+    # the server starts in its image's working directory (the NGC images' WORKDIR), a program in / by default
+    cwd = args.cwd or (os.getcwd() if target.is_live else SERVER_CWD if host[0] == SERVER else "/")
 
     def target_path(path: str) -> str:
         """Command-line paths are paths inside the target; a path under --root is accepted too."""
@@ -81,17 +85,6 @@ def run(args: argparse.Namespace) -> int:
             return os.path.normpath(os.path.join(cwd, path))
         return path
 
-    notes: list[str] = []
-    if args.host:
-        host = args.host
-    else:
-        found = next((h for h in (SERVER, *STAND_INS) if target.host_path(h)), None)
-        if found is None:
-            raise CustomopsError(f"no host executable in the target (none of {', '.join((SERVER, *STAND_INS))}): "
-                                 "name one with --host")
-        host = [found]
-        if found != SERVER and not target.is_live:  # with --root, a Triton container was expected
-            notes.append(f"no {SERVER} in the target: {found} is the host program (use --host to name one)")
     executable = target_path(host[0])
     if target.host_path(executable) is None:
         raise CustomopsError(f"{host[0]}: host executable not found in the target (use --host)")
@@ -108,3 +101,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_prediction(prediction, target, notes=notes)
     return 0 if prediction.ok else 1
+
+
+def _host(given: list[str] | None, target) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+    """The host program (and libraries it loads first), and a note when it is a stand-in for tritonserver."""
+    if given:
+        return given, []
+    found = next((h for h in (SERVER, *STAND_INS) if target.host_path(h)), None)
+    if found is None:
+        raise CustomopsError(f"no host executable in the target (none of {', '.join((SERVER, *STAND_INS))}): "
+                             "name one with --host")
+    if found != SERVER and not target.is_live:  # with --root, a Triton container was expected
+        return [found], [f"no {SERVER} in the target: {found} is the host program (use --host to name one)"]
+    return [found], []
