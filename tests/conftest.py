@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from customops.scanners.elfcache import ElfReader  # noqa: E402
 from customops.scanners.linker import Linker  # noqa: E402
 from customops.scanners.target import live_target  # noqa: E402
-from fixtures.build import build, toolchain_available  # noqa: E402
+from fixtures.build import Lib, build, select, why_unavailable  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -46,5 +46,24 @@ def linker() -> Linker:
     return Linker(live_target(), ElfReader(use_cache=False))
 
 
-def needs_toolchain(name: str):  # type: ignore[no-untyped-def]
-    return pytest.mark.skipif(not toolchain_available(name), reason=f"{name} toolchain not installed")
+# What to install when a toolchain cannot build here (fixtures.build leaves its libraries out of the tree).
+TOOLCHAIN_PACKAGES = {"native": "gcc and g++", "m32": "gcc-multilib", "s390x": "binutils-s390x-linux-gnu",
+                      "aarch64": "binutils-aarch64-linux-gnu"}
+
+
+def needs_toolchain(name: str) -> pytest.MarkDecorator:
+    """Skip when `name` (native | m32 | s390x | aarch64) cannot build and link here, as fixtures.build decides
+    (`why_unavailable`: a tiny library really built and linked, not `gcc --version`); the fixture libraries it
+    builds are then missing from the tree. Use as a decorator or in `pytest.param(..., marks=...)`."""
+    why = why_unavailable(name)
+    return pytest.mark.skipif(bool(why), reason=f"needs {TOOLCHAIN_PACKAGES[name]}: {why}")
+
+
+def toolchains_of(out: str) -> list[str]:
+    """The toolchains that the fixture library at tree path `out`, and what it links against, are built with."""
+    return sorted({e.toolchain for e in select([out]) if isinstance(e, Lib)})
+
+
+def needs_fixture(out: str) -> list[pytest.MarkDecorator]:
+    """`needs_toolchain` for each non-native toolchain of `toolchains_of(out)`, for `pytest.param(marks=...)`."""
+    return [needs_toolchain(t) for t in toolchains_of(out) if t != "native"]

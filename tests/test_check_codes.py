@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import needs_toolchain
 from oracle import confirm_check
 
 from customops.check import run_check
@@ -183,6 +184,7 @@ def test_co302_a_preload_whose_dependency_is_missing_stops_the_server(repo):
 
 
 @needs_root
+@needs_toolchain("m32")
 def test_co303_a_32_bit_op_library(repo):
     lib = repo.library("m/ops/libw.so", "g/badc/libw.so")
     result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()

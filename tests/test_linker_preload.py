@@ -3,6 +3,7 @@
 Each test states one rule, runs the fixture loader under the real ld.so, and checks that the model
 predicts the same loads, messages and bindings (tests/oracle.py `agree`)."""
 
+from conftest import needs_toolchain
 from oracle import agree
 
 from customops.scanners.linker import Dlopen, Environment, Scenario
@@ -49,6 +50,7 @@ def test_missing_preload_is_only_a_warning_and_the_program_runs(linker, loader, 
     assert "cannot be preloaded (cannot open shared object file): ignored." in prediction.outcomes[0].message
 
 
+@needs_toolchain("m32")
 def test_wrong_class_preload_is_ignored_with_a_warning(linker, loader, tree):
     prediction, _ = agree(linker, Scenario(loader, Environment(preload=f"{tree}/g/badc/libw.so")))
     assert prediction.outcomes[0].status == "ignored"

@@ -3,6 +3,7 @@ directories, hwcaps subdirectories, dynamic string tokens, and which candidates 
 
 import os
 
+from conftest import needs_toolchain
 from oracle import agree
 
 from customops.scanners.linker import Dlopen, Environment, Scenario
@@ -55,6 +56,8 @@ def test_a_dependency_with_its_own_origin_runpath_finds_its_neighbours(linker, l
     assert prediction.outcomes[-1].ok
 
 
+@needs_toolchain("m32")
+@needs_toolchain("aarch64")
 def test_wrong_machine_and_wrong_class_candidates_are_skipped(linker, loader, tree):
     user = f"{tree}/g/libuse_bare.so"
     llp = f"{tree}/g/badm:{tree}/g/badc:{tree}/g/d_llp"
@@ -64,12 +67,14 @@ def test_wrong_machine_and_wrong_class_candidates_are_skipped(linker, loader, tr
     assert model_tried(prediction, "libw.so") == tried(oracle.tried["libw.so"])
 
 
+@needs_toolchain("m32")
 def test_only_a_wrong_class_candidate_reports_wrong_elf_class(linker, loader, tree):
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/g/badc"),
                                            (Dlopen(f"{tree}/g/libuse_bare.so"),)))
     assert prediction.outcomes[-1].message == "libw.so: wrong ELF class: ELFCLASS32"
 
 
+@needs_toolchain("aarch64")
 def test_only_a_wrong_machine_candidate_reads_as_no_such_file(linker, loader, tree):
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/g/badm"),
                                            (Dlopen(f"{tree}/g/libuse_bare.so"),)))
