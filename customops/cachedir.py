@@ -241,7 +241,7 @@ def _no_constant(name: str) -> object:
 
 
 # -- shapes ------------------------------------------------------------------------------------
-# customops.scan.CxxAbi as a dict: the "cxx-abi" fact of an ELF cache entry and part of a cached scan record.
+# customops.elf.summary.CxxAbi as a dict: the "cxx-abi" fact of an ELF cache entry and part of a cached scan record.
 CXX_ABI_SHAPE = {"flavour": frozenset({"cxx11", "pre-cxx11", "both", "none"}), "defined_cxx11": int,
                  "defined_old": int, "undefined_cxx11": int, "undefined_old": int}
 

@@ -34,7 +34,7 @@ class Finding:
     predicted: str | None = None  # the runtime's own message for the failure this predicts
     evidence: tuple[str, ...] = field(default=())  # search trace, winning/losing definitions, ...
     hint: str = ""
-    suppression: Suppression | None = None  # set on a suppressed finding (customops.suppressions)
+    suppression: Suppression | None = None  # set on a suppressed finding (customops.app.suppressions)
 
     def __post_init__(self) -> None:
         if self.code not in CODES:
@@ -52,7 +52,7 @@ class Finding:
 
 def suppressed(finding: Finding, ignores) -> bool:  # type: ignore[no-untyped-def]
     """An ignore entry of the manifest matches on its code and, where given, on library and symbol globs
-    (the rest of suppressing: customops.suppressions)."""
+    (the rest of suppressing: customops.app.suppressions)."""
     for rule in ignores:
         if rule.code != finding.code:
             continue

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
         raise CustomopsError("no model repository given")
     if args.statistics and args.format != "text":
         wrong("--statistics applies to the text report only (the other formats list every finding)")
-    from customops.suppressions import parse_selectors, with_options
+    from customops.app.suppressions import parse_selectors, with_options
 
     try:
         select = parse_selectors(args.select, "--select") if args.select is not None else None
@@ -106,14 +106,14 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
         emit(hit["report"], args.output)
         return int(hit["exit_code"])
     from customops import progress
-    from customops.check import default_mounts, dependencies, run_check
+    from customops.app.check import default_mounts, dependencies, run_check
     from customops.codes import Severity
-    from customops.container import from_release, from_root, read_profile
-    from customops.manifest import find_manifest, load_manifest
-    from customops.mounts import parse_mount
+    from customops.elf.cache import ElfReader
     from customops.report import check as report
-    from customops.repository import check_repository
-    from customops.scanners.elfcache import ElfReader
+    from customops.triton.container import from_release, from_root, read_profile
+    from customops.triton.manifest import find_manifest, load_manifest
+    from customops.triton.mounts import parse_mount
+    from customops.triton.repository import check_repository
 
     for repository in repositories:  # before looking for a container: the more precise mistake first
         check_repository(repository)
@@ -180,7 +180,7 @@ def probe_settings(args: argparse.Namespace, container):  # type: ignore[no-unty
     libonnxruntime.so; Torch and TensorFlow need a Python with the framework (--probe-python). Shared
     with launch --probe."""
     from customops.cachedir import default_cache_dir
-    from customops.scanners.probes import ProbeSettings
+    from customops.probe.groups import ProbeSettings
 
     runtime = args.probe_onnxruntime
     if runtime is None and container.target is not None and container.target.is_live:
@@ -197,7 +197,7 @@ def _cache_in_repository(cache_dir: str | os.PathLike[str], repositories: list[s
     """The cache directory, when it lies inside one of the repositories checked or the git checkout that
     holds one: files a pull request commits there are checked out as the CI user's own, so the cache's
     ownership test would trust them (a skeleton under a trusted profile's key would change the verdict)."""
-    from customops.manifest import checkout_root
+    from customops.triton.manifest import checkout_root
 
     real = os.path.realpath(cache_dir)
     for repository in repositories:
@@ -218,7 +218,7 @@ def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] |
     """A machine-readable report is cached (CI runs the same check again and again): the key is the options,
     the identity of every file in the repositories and of the manifest and profile named; what the answer
     depended on in the container is recorded with the report and compared on every hit (see
-    customops.launch_cache for the same scheme)."""
+    customops.app.launch_cache for the same scheme)."""
     from customops import __version__
     from customops.cachedir import file_key, tree_fingerprint
 
@@ -238,11 +238,11 @@ def report_key(args: argparse.Namespace, repositories: list[str]) -> list[str] |
 def discovered(args: argparse.Namespace, repositories: list[str]) -> list[str]:
     """The manifest and profile that discovery finds above the repositories (not named by an option), for the
     report's cache key: a change to one there is outside the repositories' fingerprint."""
-    from customops.manifest import find_manifest
+    from customops.triton.manifest import find_manifest
 
     found = [] if args.manifest else [find_manifest(repositories)]
     if not (args.profile or args.container_root or args.triton_release):
-        from customops.manifest import discover
+        from customops.triton.manifest import discover
 
         found.append(discover(repositories, PROFILE_NAME, "a profile", "--profile"))
     return [p for p in found if p]
@@ -283,9 +283,9 @@ def store_report(key: list[str], value: dict, depends_on: list[str]) -> None:  #
 def beside_repository(manifest, repositories: list[str]) -> str | None:  # type: ignore[no-untyped-def]
     """The manifest's [check] profile, else customops-profile.json next to the manifest, or in a repository
     or a directory above it up to its checkout's root (one that is a symbolic link out of that checkout is
-    refused, as a manifest is: customops.manifest.discover)."""
+    refused, as a manifest is: customops.triton.manifest.discover)."""
     from customops.errors import InputError, printable
-    from customops.manifest import checkout_root, discover
+    from customops.triton.manifest import checkout_root, discover
 
     if manifest.profile:
         real = os.path.realpath(manifest.profile)

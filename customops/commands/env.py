@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.launch import prepare
-    from customops.mounts import parse_mount
+    from customops.app.launch import prepare
+    from customops.triton.mounts import parse_mount
 
     mounts = tuple(parse_mount(m) for m in args.mount)
     if args.fail_on is None:
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from customops.codes import Severity
     from customops.commands.launch import failure_report, print_notes, shown_notes
-    from customops.scanners.elfcache import ElfReader
+    from customops.elf.cache import ElfReader
 
     launch = prepare(server_argv(args), args.container_root, args.manifest, Severity.parse(args.fail_on),
                      existing_preload=args.existing_preload, mounts=mounts, reader=ElfReader())

@@ -51,10 +51,10 @@ def server_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops import launch_cache
-    from customops.launch import mounts_for
-    from customops.mounts import parse_mount
-    from customops.serverargs import parse
+    from customops.app import launch_cache
+    from customops.app.launch import mounts_for
+    from customops.triton.mounts import parse_mount
+    from customops.triton.serverargs import parse
 
     argv = server_argv(args)
     # the mounts check would add too: part of the cache key, with the directory of this machine each names
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         with progress.shown("checking before the launch"):
             decision = _decide(args, argv, mounts, options, cache)
     else:  # a cached verdict never says what to start: the current inputs do, exactly as for a check
-        from customops.launch import environment_for
+        from customops.app.launch import environment_for
 
         command, environment = environment_for(argv, args.container_root, args.manifest, args.existing_preload,
                                                 mounts)
@@ -156,11 +156,11 @@ def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, ca
     """The full check, and the decision it leads to (stored for the next start when `cache`)."""
     from functools import partial
 
-    from customops import launch_cache
+    from customops.app import launch_cache
+    from customops.app.launch import prepare
     from customops.codes import Severity
     from customops.commands.check import probe_settings
-    from customops.launch import prepare
-    from customops.scanners.elfcache import ElfReader
+    from customops.elf.cache import ElfReader
 
     launch = prepare(argv, args.container_root, args.manifest, Severity.parse(args.fail_on) if args.fail_on else None,
                      run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts,

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.probe import probe_group, probe_load
+    from customops.probe.frameworks import probe_group, probe_load
 
     if args.together:
         results = probe_group(tuple(args.libraries), args.python, args.timeout, args.memory_mb, args.framework,

@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from customops import progress
-    from customops.container import from_root, write_profile
-    from customops.scanners.elfcache import ElfReader
+    from customops.elf.cache import ElfReader
+    from customops.triton.container import from_root, write_profile
 
     with progress.shown(f"profiling {args.container_root}"):
         progress.stage("reading its facts")

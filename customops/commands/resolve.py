@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from customops.errors import CustomopsError
 
 if TYPE_CHECKING:
-    from customops.scanners.linker import Dlopen
+    from customops.linker.simulate import Dlopen
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
 SERVER = "/opt/tritonserver/bin/tritonserver"  # the process that loads everything in a Triton container
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-def]
-    from customops.scanners.linker import Dlopen
+    from customops.linker.simulate import Dlopen
 
     path, flags = value, set()
     if ":" in value:
@@ -65,12 +65,12 @@ def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.mounts import parse_mount
+    from customops.elf.cache import ElfReader
+    from customops.linker.simulate import Dlopen, Environment, Linker, Scenario
+    from customops.linker.target import target_for_root
     from customops.report.escape import dumps
     from customops.report.resolve import prediction_record, render_prediction
-    from customops.scanners.elfcache import ElfReader
-    from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
-    from customops.scanners.target import target_for_root
+    from customops.triton.mounts import parse_mount
 
     target = target_for_root(args.root).with_mounts(tuple(parse_mount(m) for m in args.mount))
     host, notes = _host(args.host, target)

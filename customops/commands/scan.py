@@ -9,7 +9,7 @@ from pathlib import Path
 
 from customops.cachedir import CXX_ABI_SHAPE, MapOf
 
-# A cached record of any other shape is a miss (customops.scan.scan_record writes these).
+# A cached record of any other shape is a miss (customops.elf.summary.scan_record writes these).
 NAMES = [str]
 RECORD_SHAPE = {"class": frozenset({32, 64}), "byte_order": frozenset({"little", "big"}), "machine": str, "type": str,
                 "osabi": str, "interpreter": (str, None), "soname": (str, None), "needed": NAMES, "rpath": NAMES,
@@ -82,8 +82,8 @@ def _cached(args: argparse.Namespace, with_symbols: bool) -> list[dict] | None:
 
 def _scan(args: argparse.Namespace, with_symbols: bool) -> list[dict]:
     from customops.cachedir import file_key, store_result
-    from customops.scan import scan_record
-    from customops.scanners.elfcache import ElfReader
+    from customops.elf.cache import ElfReader
+    from customops.elf.summary import scan_record
 
     reader = ElfReader(args.cache_dir, use_cache=not args.no_cache)
     infos = [reader.read(path) for path in args.files]  # bad input raises ElfError -> exit 2

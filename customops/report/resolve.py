@@ -5,11 +5,11 @@ from __future__ import annotations
 from rich.console import Console
 
 from customops import schemas
+from customops.elf.demangle import demangle
+from customops.linker.simulate import Binding, Definition, Prediction
+from customops.linker.target import LinkerTarget
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
-from customops.scanners.demangle import demangle
-from customops.scanners.linker import Binding, Definition, Prediction
-from customops.scanners.target import LinkerTarget
 
 RESOLVE_SCHEMA = schemas.RESOLVE
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from customops.elf.cache import ElfReader
 from customops.findings import Finding
-from customops.plan import Context, LoadPlan, LoadStep
+from customops.linker.simulate import Prediction
 from customops.rules import collisions, hygiene, loading, registrations, versions
-from customops.scanners.elfcache import ElfReader
-from customops.scanners.linker import Prediction
+from customops.triton.plan import Context, LoadPlan, LoadStep
 
 
 def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,

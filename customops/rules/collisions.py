@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+from customops.elf.cache import ElfReader
+from customops.elf.demangle import demangle
 from customops.findings import Finding
-from customops.plan import Context, LoadPlan
-from customops.scanners.demangle import demangle
-from customops.scanners.elfcache import ElfReader
-from customops.scanners.linker import Prediction
+from customops.linker.simulate import Prediction
+from customops.triton.plan import Context, LoadPlan
 
 SHOWN = 10
 

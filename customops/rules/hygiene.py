@@ -6,9 +6,9 @@ import os
 import stat
 
 from customops.findings import Finding
-from customops.manifest import CONTROL
-from customops.plan import Context, LoadPlan
-from customops.scanners.linker import Prediction
+from customops.linker.simulate import Prediction
+from customops.triton.manifest import CONTROL
+from customops.triton.plan import Context, LoadPlan
 
 
 def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]

@@ -8,13 +8,13 @@ import contextlib
 import os
 import re
 
+from customops.elf.cache import ElfReader
+from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.plan import Context, LoadPlan, LoadStep
+from customops.linker.simulate import Binding, FileProblem, Prediction, Search, StepOutcome
 from customops.rules.versions import Mismatch, major_mismatches
-from customops.scanners.demangle import demangle
-from customops.scanners.elfcache import ElfReader
-from customops.scanners.linker import Binding, FileProblem, Prediction, Search, StepOutcome
+from customops.triton.plan import Context, LoadPlan, LoadStep
 
 NOT_LOADABLE = ("wrong ELF class", "invalid ELF header", "cannot be dlopen()ed", "data encoding",
                 "only ET_DYN", "file too short")

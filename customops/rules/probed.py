@@ -18,11 +18,11 @@ from dataclasses import replace
 from customops.codes import Severity
 from customops.errors import InputError
 from customops.findings import Finding
-from customops.plan import Context
+from customops.inspect.onnxmodel import model_ops
+from customops.inspect.tfmodel import model_ops as tf_model_ops
+from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
 from customops.rules.registrations import mentioned, torchscript_ops
-from customops.scanners.onnxmodel import model_ops
-from customops.scanners.probes import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
-from customops.scanners.tfmodel import model_ops as tf_model_ops
+from customops.triton.plan import Context
 
 FAILED = ("failed", "crashed", "timeout")
 

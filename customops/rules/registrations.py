@@ -22,13 +22,13 @@ from collections import defaultdict
 
 from customops import safeio
 from customops.codes import Severity
+from customops.elf.cache import ElfReader
+from customops.elf.reader import symtab_strings
 from customops.errors import ElfError, InputError
 from customops.findings import Finding
-from customops.plan import Context, LoadPlan, LoadStep
-from customops.scanners.elf import symtab_strings
-from customops.scanners.elfcache import ElfReader
-from customops.scanners.onnxmodel import model_ops
-from customops.scanners.registrations import static_registrations
+from customops.inspect.onnxmodel import model_ops
+from customops.inspect.registrations import static_registrations
+from customops.triton.plan import Context, LoadPlan, LoadStep
 
 
 def check(plan: LoadPlan, reader: ElfReader, ctx: Context | None = None, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]

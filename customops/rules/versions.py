@@ -1,7 +1,7 @@
 """CO306 (from facts), CO501-CO503: what a custom library was built against versus what the container has.
 
 Everything is read from the files: the library's DT_NEEDED and version needs, the container's library
-file names and version definitions (customops.container). No table of particular libraries is used.
+file names and version definitions (customops.triton.container). No table of particular libraries is used.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import os
 import re
 from typing import NamedTuple
 
+from customops.elf.cache import ElfReader
+from customops.elf.summary import version_key, version_maxima
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.plan import Context, LoadPlan, LoadStep
-from customops.scan import version_key, version_maxima
-from customops.scanners.elfcache import ElfReader
+from customops.triton.plan import Context, LoadPlan, LoadStep
 
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
 
@@ -32,7 +32,7 @@ class Mismatch(NamedTuple):
 def string_abi(plan: LoadPlan, prediction, ctx: Context, reader: ElfReader) -> list[Finding]:  # type: ignore[no-untyped-def]
     """CO503: a library whose std::string references use one libstdc++ ABI, linked against a framework
     library (from the container) that defines only the other."""
-    from customops.scan import cxx_abi
+    from customops.elf.summary import cxx_abi
 
     def abi(path: str) -> dict:
         return reader.facts(reader.read(path), "cxx-abi", lambda i: cxx_abi(i).__dict__)

@@ -1,0 +1,191 @@
+"""`customops launch`: check, then exec tritonserver with the environment and arguments the loaders need.
+
+LD_PRELOAD: customops' entries (manifest [host], [tensorflow], [pytorch], [tensorrt] with load = "preload",
+in that order, de-duplicated, absolute) come before the entries already in the environment, as Triton's
+docs write it (`LD_PRELOAD=libcustom.so:${LD_PRELOAD}`); `--existing-preload first` puts them after.
+LD_LIBRARY_PATH gets backends/pytorch or backends/tensorflow only when a preload needs them. TensorRT
+plugins loaded through the backend become `--backend-config=tensorrt,plugins=...`, merged into the
+user's own setting when there is one. Nothing else in the command line changes.
+
+With a container root other than `/`, a model repository the container does not have (a relative path,
+or an absolute one of this machine) is read from this machine and mounted where `customops check` mounts
+its repository argument (customops.triton.mounts.default_mounts: /models), so that launch and check of the same
+repository give the same findings.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from customops.app.launch_cache import command_line
+from customops.errors import CustomopsError, InputError, printable
+from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
+from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host
+from customops.triton.plan import Context, merge
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
+
+if TYPE_CHECKING:  # the check's modules are heavy; what to start is assembled without them (environment_for)
+    from customops.app.check import CheckResult
+    from customops.codes import Severity
+    from customops.elf.cache import ElfReader
+    from customops.findings import Finding
+    from customops.probe.groups import ProbeSettings
+    from customops.triton.container import Container
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    environment: dict[str, str]  # the variables customops sets (the rest of the environment is inherited)
+    added_args: list[str]  # server arguments customops added or changed
+    check: CheckResult | None
+    blocking: list[Finding]
+    notes: list[str]  # launch's own; the check's are in check.notes (and in its report)
+
+    def command_line(self) -> str:
+        return command_line(self.argv, self.environment)
+
+    def dependencies(self) -> list[str]:
+        """What the decision depends on in the container (see customops.app.launch_cache)."""
+        from customops.app.check import dependencies
+
+        return [] if self.check is None else dependencies(self.check)
+
+    def exports(self) -> str:
+        """Lines that are safe to `eval` whatever the paths hold: every value single-quoted (a newline,
+        `$(...)`, backticks and quotes stay data), and the comment lines printable, since a line break in
+        a comment would end it and make the rest a command."""
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
+        lines += [f"# and give tritonserver: {printable(shlex.quote(a))}" for a in self.added_args]
+        return "\n".join(lines)
+
+
+def prepare(server_argv: list[str], container_root: str = "/", manifest_path: str | None = None,
+            fail_on: Severity | None = None, run_the_check: bool = True, existing_preload: str = "last",
+            environ: dict[str, str] | None = None, mounts: tuple[tuple[str, str], ...] = (),
+            probe: Callable[[Container], ProbeSettings] | None = None, reader: ElfReader | None = None) -> Launch:
+    """`probe`: the probe settings for the container, when the check should also probe (check --probe);
+    `reader`: the run's ELF reader (its cache, or none with --no-cache)."""
+    from customops.app.check import run_check
+    from customops.triton.container import from_root
+
+    environ = dict(os.environ if environ is None else environ)
+    args = parse(server_argv)
+    root = os.path.abspath(container_root)
+    mounts = mounts_for(args.repositories, root, mounts)
+    container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
+    manifest = _manifest(args.repositories, root, manifest_path, mounts)
+    notes: list[str] = [f"using the manifest {_shown(manifest.path)}"] if manifest.path else []
+    if args.control_mode == "explicit" and not args.load_models:
+        notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
+    only = args.models_to_check
+    check = None
+    if run_the_check:
+        host_repositories = []
+        for repository in args.repositories:
+            host = resolve_host(root, repository, mounts)
+            if host is None:  # resolved as tritonserver would: a symlink out of the root never reaches this machine
+                raise InputError(repository, "model repository does not exist in the container" + (
+                    "" if root == "/" else " nor as a directory of this machine (to mount at /models)"))
+            host_repositories.append(host)
+        existing_plugins = args.setting("tensorrt", "plugins")
+        check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
+                          only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
+                          server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
+                          if existing_plugins else (), probe=probe(container) if probe else None,
+                          reader=reader)
+    argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
+    threshold = fail_on if fail_on is not None else manifest.fail_on
+    blocking = [f for f in check.findings if f.level >= threshold] if check else []
+    return Launch(argv, environment, added, check, blocking, notes)
+
+
+def mounts_for(repositories: tuple[str, ...], root: str, explicit: Mounts) -> Mounts:
+    """The explicit mounts, and the repositories of this machine mounted as `customops check` mounts them
+    (see resolve_host: a repository the container root has, directly or through a mount, is not mounted)."""
+    hosts = [resolve_host(root, r, explicit) for r in repositories]
+    return default_mounts([h for h in hosts if h is not None], root, explicit)
+
+
+def environment_for(server_argv: list[str], container_root: str, manifest_path: str | None,
+                    existing_preload: str, mounts: tuple[tuple[str, str], ...],
+                    environ: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """What prepare would start, without the check: (argv, the variables customops sets). Cheap (no container
+    is read), so that a start on a cached verdict assembles it from the current inputs, exactly as a start
+    that runs the check does."""
+    root = os.path.abspath(container_root)
+    repositories = parse(server_argv).repositories
+    mounts = mounts_for(repositories, root, mounts)
+    manifest = _manifest(repositories, root, manifest_path, mounts)
+    argv, environment, _ = assemble(server_argv, root, manifest, mounts, dict(os.environ if environ is None
+                                                                              else environ), existing_preload)
+    return argv, environment
+
+
+def _manifest(repositories: tuple[str, ...], root: str, manifest_path: str | None,
+              mounts: tuple[tuple[str, str], ...]) -> Manifest:
+    """--manifest, else the one in the server's repositories (as this machine sees them)."""
+    host_repositories = [resolve_host(root, r, mounts) for r in repositories]
+    return load_manifest(manifest_path or find_manifest([r for r in host_repositories if r and os.path.isdir(r)]))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The container as far as the environment depends on it, for Context: its root and backend directory
+    (what Context.container_path and the loaders' process() read); nothing in it is parsed."""
+
+    root: str
+    backend_dir: str
+
+    @property
+    def target(self) -> _Layout:
+        return self
+
+    @property
+    def is_live(self) -> bool:
+        return self.root == "/"
+
+
+def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tuple[tuple[str, str], ...],
+             environ: dict[str, str], existing_preload: str) -> tuple[list[str], dict[str, str], list[str]]:
+    """(argv, the variables customops sets, the arguments it added), from the manifest's process-wide loaders
+    (the preloads, LD_LIBRARY_PATH and TensorRT plugins the check's plan has too), the server's arguments and
+    the current environment."""
+    from customops.triton.loaders import host, pytorch, tensorflow, tensorrt
+
+    args = parse(server_argv)
+    ctx = Context(_Layout(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY), manifest, mounts)
+    plan = merge([host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx), tensorrt.process(ctx)])
+    ours = [s.path for s in plan.preloads]
+    for path in ours:
+        if " " in path or ":" in path or not path.startswith("/") or CONTROL.search(path):
+            raise CustomopsError(f"CO307 LD_PRELOAD entry '{printable(path)}' is unusable (relative, or contains "
+                                 "a space or a colon, which ld.so treats as separators, or a control character, which "
+                                 "customops refuses in the paths it exports)")
+    environment: dict[str, str] = {}
+    existing = [p for p in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
+    if ours:
+        merged = [*ours, *existing] if existing_preload == "last" else [*existing, *ours]
+        environment["LD_PRELOAD"] = ":".join(dict.fromkeys(merged))
+    if plan.library_path:
+        current = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+        environment["LD_LIBRARY_PATH"] = ":".join(dict.fromkeys([*plan.library_path, *current]))
+    plugins = _plugins(manifest, root, mounts)
+    argv = with_plugins(args, plugins)
+    return argv, environment, [a for a in argv if a not in server_argv]
+
+
+def _plugins(manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+    if manifest.trt_load != "backend-config":
+        return ()
+    return tuple(container_of(root, p, mounts) for p in manifest.trt_plugins)
+
+
+def _shown(path: str) -> str:
+    """A path for a note: relative to the working directory when inside it (as check shows it)."""
+    path, cwd = os.path.abspath(path), os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip("/") + "/") else path

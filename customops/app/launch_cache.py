@@ -1,0 +1,85 @@
+"""The launch verdict, cached: `customops launch` stands in front of every server start, and when nothing it
+depends on has changed the check's answer cannot have changed either.
+
+Only the verdict is cached: the notes and, when the check blocks the start, the failure report. What is
+started (the argv and the variables customops sets) is never read from the cache: it is assembled afresh
+from the current inputs on every start (customops.app.launch.environment_for, cheap), so a cache entry, whoever
+wrote it, cannot make launch exec another program or change LD_PRELOAD. The verdict is stored under a key
+made of the server's argv, the options, LD_PRELOAD/LD_LIBRARY_PATH, the mounts, the manifest, and the
+identity (device, inode, size, mtime) of every file and directory in the repositories; it also records the
+identities of what the check depended on in the container (every object it loaded, the ld.so.cache, the
+server, and the search and backend directories: a directory's mtime changes when a file is added or
+removed). Any difference is a miss; an entry is used only if customops.cachedir trusts it and it has exactly
+VERDICT_SHAPE. This module imports nothing heavy, so a hit costs an interpreter start and a few hundred stat
+calls.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from customops import __version__
+from customops.cachedir import MapOf, Text, default_cache_dir, file_key, load_result, store_result, tree_fingerprint
+from customops.triton.mounts import Mounts, resolve_host
+from customops.triton.serverargs import parse
+
+VERDICT_SHAPE = {"notes": [Text()], "report": (Text(lines=True), None), "dependencies": MapOf(str)}
+
+
+def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str]) -> list[str] | None:
+    args = parse(server_argv)
+    root = options["container_root"]
+    parts = [__version__, json.dumps(server_argv), json.dumps(options, sort_keys=True), json.dumps(sorted(mounts)),
+             environ.get("LD_PRELOAD", ""), environ.get("LD_LIBRARY_PATH", "")]
+    try:
+        for repository in args.repositories:
+            host = resolve_host(root, repository, mounts)
+            parts.append("missing" if host is None else tree_fingerprint(host))
+        if options.get("manifest"):
+            parts.append(file_key(options["manifest"]))
+    except OSError:
+        return None
+    return parts
+
+
+def cached(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str],
+           cache_dir: str | None = None) -> dict | None:
+    """{"notes": [...], "report": text or None} of an earlier start with the same inputs, if nothing it
+    depended on has changed since."""
+    parts = key_parts(server_argv, options, mounts, environ)
+    if parts is None:
+        return None
+    verdict = load_result(cache_dir or default_cache_dir(), "launch", parts, VERDICT_SHAPE)
+    if verdict is None:
+        return None
+    for path, key in verdict["dependencies"].items():
+        try:
+            if file_key(path) != key:
+                return None
+        except (OSError, ValueError):
+            return None
+    return {"notes": verdict["notes"], "report": verdict["report"]}
+
+
+def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str],
+          dependencies: list[str], cache_dir: str | None = None) -> None:
+    """Keep the verdict of `decision` (its notes and report; never its argv or environment)."""
+    parts = key_parts(server_argv, options, mounts, environ)
+    if parts is None:
+        return
+    keys = {}
+    for path in dependencies:
+        try:
+            keys[path] = file_key(path)
+        except OSError:
+            return  # something it depends on vanished meanwhile: do not cache
+    verdict = {"notes": decision["notes"], "report": decision["report"], "dependencies": keys}
+    store_result(cache_dir or default_cache_dir(), "launch", parts, verdict)
+
+
+def command_line(argv: list[str], environment: dict[str, str]) -> str:
+    """Copy-pasteable: `env VAR=... tritonserver ...` reproduces the launch."""
+    assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(environment.items())]
+    words = [*map(shlex.quote, argv)]
+    return " ".join(["env", *assignments, *words]) if assignments else " ".join(words)

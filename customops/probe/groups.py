@@ -1,0 +1,160 @@
+"""What the real frameworks do with the plan's op libraries (`check --probe`).
+
+The libraries one registry will hold are probed as a group: every Torch op library and every TensorFlow op
+library of the server process (one registry each), and each ONNX model's op libraries (one session). Each
+library is probed alone, for the names it registers, and the group together, in load order, for what the
+framework does when they meet. All loading happens in isolated child processes (customops.probe.frameworks); results
+are cached by the files' identities and the interpreter's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from customops import cachedir
+from customops.probe.frameworks import (
+    STATUSES,
+    ProbeResult,
+    onnxruntime_library,
+    package_file,
+    probe_group,
+    tensorflow_ops,
+)
+from customops.triton.plan import LoadPlan, LoadStep
+
+# A cached result of any other shape (field names, types, a status customops never writes) is probed again.
+PROBE_RESULT_SHAPE = {**cachedir.shape_of(ProbeResult), "status": STATUSES}
+TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
+FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
+CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    python: str
+    onnxruntime_library: str | None  # None: the one in `python`'s onnxruntime package
+    timeout: float = 120
+    cache_dir: Path | None = None  # None: no caching
+
+
+@dataclass(frozen=True)
+class ProbedGroup:
+    framework: str  # torch | tensorflow | onnxruntime
+    model: str | None  # the ONNX model whose session the libraries share
+    steps: tuple[LoadStep, ...]
+    runtime: str | None  # the libonnxruntime.so that registered them (onnxruntime only)
+    alone: tuple[ProbeResult, ...]  # each library in its own process
+    together: tuple[ProbeResult, ...]  # all of them, in load order, in one process
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the framework could not be probed at all (not installed in the interpreter), if so."""
+        return next((r.message for r in self.alone if r.status == "unavailable"), None)
+
+    def members(self) -> list[tuple[LoadStep, ProbeResult, ProbeResult]]:
+        """(step, probed alone, probed together) for each library, in load order."""
+        return list(zip(self.steps, self.alone, self.together, strict=True))
+
+    @property
+    def version(self) -> str:
+        return next((r.framework_version for r in (*self.alone, *self.together) if r.framework_version), "")
+
+
+def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]:
+    """(framework, model, steps in load order) for every registry the plan's op libraries meet in."""
+    process: dict[str, list[LoadStep]] = {"torch": [], "tensorflow": []}
+    sessions: dict[str, list[LoadStep]] = {}
+    for step in (*plan.preloads, *plan.dlopens):
+        framework = FRAMEWORK_OF_LOADER.get(step.loader)
+        if framework is None or step.purpose == "backend library" or not os.path.isfile(step.source):
+            continue
+        if framework == "onnxruntime":
+            sessions.setdefault(step.model or "", []).append(step)  # the same file twice is a conflict there
+        elif step.path not in {s.path for s in process[framework]}:  # dlopen of a loaded path: same handle
+            process[framework].append(step)
+    found: list[tuple[str, str | None, tuple[LoadStep, ...]]] = [
+        (framework, None, tuple(steps)) for framework, steps in process.items() if steps]
+    found += [("onnxruntime", model, tuple(steps)) for model, steps in sessions.items()]
+    return found
+
+
+def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
+    from customops import progress
+
+    probed = []
+    for framework, model, steps in groups(plan):
+        progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
+        runtime = settings.onnxruntime_library
+        if framework == "onnxruntime" and runtime is None:
+            runtime = onnxruntime_library(settings.python)
+        # What the answer depends on: the op libraries, and the framework (its package, or ORT's library).
+        identity = runtime if framework == "onnxruntime" else package_file(settings.python, framework)
+        sources = tuple(s.source for s in steps)
+        alone = tuple(_cached(settings, framework, runtime, identity, (source,))[0] for source in sources)
+        together = _cached(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
+        probed.append(ProbedGroup(framework, model, steps, runtime, alone, together))
+    return probed
+
+
+def _cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> list[str] | None:
+    """What a probe's result is kept under: the interpreter, the framework file and the libraries, each with
+    its identity (None: no cache dir, or a file vanished)."""
+    if settings.cache_dir is None or identity is None:
+        return None
+    try:
+        identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
+    except OSError:
+        return None
+    return [kind, settings.python, identity, *sources, *identities]
+
+
+def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
+            sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
+    key = _cache_key(settings, framework, identity, sources)
+    hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
+    if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in sources]:
+        return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
+                                    "registered": tuple(r["registered"]),
+                                    "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
+    results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
+    if key is not None and all(r.status != "timeout" for r in results):
+        cachedir.store_result(settings.cache_dir, "probes", key, [{**asdict(r), "output": r.output[-4000:]}
+                                                                  for r in results])
+    return results
+
+
+def containment_notes(groups: list[ProbedGroup]) -> list[str]:
+    """What the probed libraries could and could not do on this machine (once per distinct containment)."""
+    return sorted({r.containment for g in groups for r in (*g.alone, *g.together) if r.containment})
+
+
+@dataclass(frozen=True)
+class TensorflowRegistry:
+    """Every op TensorFlow knows in the server process, after the plan's TensorFlow op libraries."""
+    ops: frozenset[str]
+    version: str
+    libraries: tuple[str, ...]
+
+
+def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRegistry | str:
+    """The registry, or why it could not be probed."""
+    steps = next((steps for framework, _, steps in groups(plan) if framework == "tensorflow"), ())
+    sources = tuple(s.source for s in steps)
+    identity = package_file(settings.python, "tensorflow")
+    if identity is None:
+        return f"{settings.python} has no tensorflow package"
+    key = _cache_key(settings, "tensorflow-ops", identity, sources)
+    hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
+    if hit is not None:
+        return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
+    found = tensorflow_ops(sources, settings.python, settings.timeout)
+    if isinstance(found, str):
+        return found
+    registry = TensorflowRegistry(found[0], found[1], tuple(s.path for s in steps))
+    if key is not None:
+        cachedir.store_result(settings.cache_dir, "probes", key, {"ops": sorted(registry.ops),
+                                                                  "version": registry.version,
+                                                                  "libraries": list(registry.libraries)})
+    return registry

@@ -1,1 +1,0 @@
-"""Scanners answer "what will happen": ELF reading, the dynamic-linker model, collisions, versions."""

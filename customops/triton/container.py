@@ -1,0 +1,172 @@
+"""The target container's facts: where Triton lives, which backends and framework versions it ships,
+and the glibc/libstdc++ version maxima its libraries provide. Read from the files, never from a table,
+when a container root is available (triton.md §4 recommends exactly that); `--triton-release` falls
+back to a small table of verified facts and says which checks it cannot run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+
+from customops import safeio
+from customops.elf.cache import ElfReader
+from customops.elf.summary import version_key
+from customops.errors import InputError
+from customops.linker.target import LinkerTarget, live_target, target_for_root
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
+
+TRITON_HOME = "/opt/tritonserver"
+DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
+SERVER = f"{TRITON_HOME}/bin/tritonserver"
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    triton_version: str | None = None
+    backends: tuple[str, ...] = ()  # present in the backend directory (empty when unknown)
+    absent_backends: tuple[str, ...] = ()  # known to be absent (from the release table)
+    tensorrt: str | None = None  # version, e.g. "10.7.0" or a major "10"
+    onnxruntime: str | None = None
+    tensorflow: str | None = None
+    pytorch: str | None = None
+    cuda: str | None = None
+    glibc: str | None = None  # highest GLIBC_x defined by the container's libc
+    glibcxx: str | None = None
+    cxxabi: str | None = None
+    source: str = "root"  # root | profile | release
+    missing: tuple[str, ...] = ()  # checks that need the container's files and cannot run
+
+
+@dataclass(frozen=True)
+class Container:
+    facts: ContainerFacts
+    target: LinkerTarget | None  # None when only facts are known (profile or release table)
+    backend_dir: str = DEFAULT_BACKEND_DIR
+    server: str | None = SERVER
+    server_args: tuple[str, ...] = field(default=())
+
+
+def from_root(root: str, backend_dir: str = DEFAULT_BACKEND_DIR, reader: ElfReader | None = None) -> Container:
+    target = live_target() if os.path.abspath(root) == "/" else target_for_root(root)
+    reader = reader or ElfReader()
+    facts = read_facts(target, backend_dir, reader)
+    server = SERVER if target.host_path(SERVER) else None
+    return Container(facts, target, backend_dir, server)
+
+
+def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> ContainerFacts:
+    def host(path: str) -> str | None:
+        return target.host_path(path)
+
+    backends_host = host(backend_dir)
+    backends = tuple(sorted(d for d in os.listdir(backends_host)
+                            if os.path.isdir(os.path.join(backends_host, d)))) if backends_host else ()
+    version_file = host(f"{TRITON_HOME}/TRITON_VERSION")
+    triton_version = _read_text(version_file) if version_file else None
+
+    def versioned(directory: str, stem: str) -> str | None:
+        """The version in a library's file name (libonnxruntime.so.1.20.1 -> 1.20.1), highest first."""
+        folder = host(directory)
+        if not folder or not os.path.isdir(folder):
+            return None
+        found = []
+        for name in os.listdir(folder):
+            match = re.fullmatch(re.escape(stem) + r"\.so\.(\d+(?:\.\d+)*)", name)
+            if match:
+                found.append(tuple(int(p) for p in match.group(1).split(".")))
+        return ".".join(map(str, max(found))) if found else None
+
+    system_and_backends = [*target.system_dirs, f"{backend_dir}/tensorrt", f"{backend_dir}/onnxruntime",
+                           f"{backend_dir}/tensorflow", f"{backend_dir}/pytorch", "/usr/local/cuda/lib64"]
+
+    def first_version(stem: str) -> str | None:
+        for directory in system_and_backends:
+            version = versioned(directory, stem)
+            if version:
+                return version
+        return None
+
+    glibc = glibcxx = cxxabi = None
+    for soname, families in (("libc.so.6", ("GLIBC",)), ("libstdc++.so.6", ("GLIBCXX", "CXXABI"))):
+        path = target.cache.lookup(soname, 62, 64) if target.cache else None
+        path = path or next((f"{d}/{soname}" for d in target.system_dirs if host(f"{d}/{soname}")), None)
+        if not path or not host(path):
+            continue
+        maxima = _definition_maxima(reader, host(path))  # type: ignore[arg-type]
+        if "GLIBC" in families:
+            glibc = maxima.get("GLIBC")
+        else:
+            glibcxx, cxxabi = maxima.get("GLIBCXX"), maxima.get("CXXABI")
+    return ContainerFacts(
+        triton_version=triton_version,
+        backends=backends,
+        tensorrt=first_version("libnvinfer"),
+        onnxruntime=versioned(f"{backend_dir}/onnxruntime", "libonnxruntime"),
+        tensorflow=versioned(f"{backend_dir}/tensorflow", "libtensorflow_framework"),
+        pytorch=None,
+        cuda=first_version("libcudart"),
+        glibc=glibc, glibcxx=glibcxx, cxxabi=cxxabi,
+    )
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return safeio.read_text(path, safeio.SMALL_TEXT_LIMIT, errors="replace").strip() or None
+    except InputError:
+        if not os.path.lexists(path):
+            return None
+        raise
+
+
+def _definition_maxima(reader: ElfReader, path: str) -> dict[str, str]:
+    best: dict[str, tuple[tuple[int, ...], str]] = {}
+    for definition in reader.read(path).version_definitions:
+        key = version_key(definition.name)
+        if key and (key[0] not in best or key[1] > best[key[0]][0]):
+            best[key[0]] = (key[1], definition.name)
+    return {family: name for family, (_, name) in best.items()}
+
+
+def from_release(release: str) -> Container:
+    table = json.loads(resources.files("customops").joinpath("data/releases.json").read_text())
+    if release not in table["releases"]:
+        known = ", ".join(sorted(table["releases"]))
+        raise InputError(release, f"unknown Triton release (the built-in table knows {known})")
+    row = table["releases"][release]
+    facts = ContainerFacts(triton_version=row.get("server"),
+                           absent_backends=() if row.get("tensorflow_backend") else ("tensorflow",),
+                           tensorrt=row.get("tensorrt"), onnxruntime=row.get("onnxruntime"),
+                           pytorch=row.get("pytorch"), cuda=row.get("cuda"), glibc=row.get("glibc"),
+                           source="release", missing=("loading and symbol resolution (needs the container's "
+                                                      "libraries: use --container-root or a profile)",))
+    return Container(facts, None)
+
+
+def write_profile(container: Container, path: str, server_args: tuple[str, ...] = ()) -> None:
+    from customops.triton import profile
+
+    profile.write(profile.create(container, server_args), path)
+
+
+def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Container:
+    """A profile's container: on the skeleton of its libraries when it has them, else its facts only. The
+    skeleton is kept in `cache_dir`; None (--no-cache) builds it in a temporary directory removed at exit."""
+    from pathlib import Path
+
+    from customops.triton import profile
+
+    data = profile.read(path)  # the schema in full: every fact below has its type
+    facts = dict(data["facts"])
+    for key in ("backends", "absent_backends"):
+        facts[key] = tuple(facts.get(key, ()))
+    skeleton = profile.materialize(data, Path(cache_dir) if cache_dir is not None else None, path)
+    facts["source"] = "profile"
+    facts["missing"] = () if skeleton else (
+        "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
+    target = target_for_root(skeleton) if skeleton else None
+    return Container(ContainerFacts(**facts), target, data.get("backend_dir", DEFAULT_BACKEND_DIR),
+                     data.get("server"), tuple(data.get("server_args", ())))

@@ -1,0 +1,119 @@
+"""Triton core loading a backend: the library search order, dlopen(RTLD_NOW|RTLD_LOCAL), entry points.
+
+triton.md §1.1-1.3 (core `backend_model.cc`, `shared_library.cc`, `backend_manager.cc`): the library is
+`runtime` or `libtriton_<backend>.so`, searched in <model>/<version>/, <model>/, <backend_dir>/<backend>/
+(first existing file wins); a Python-based backend is <backend_dir>/<backend>/model.py served by
+libtriton_python.so; TRITONBACKEND_ModelInstanceExecute is the one required entry point.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+
+from customops.findings import Finding
+from customops.triton.plan import Context, LoaderResult, LoadStep
+from customops.triton.repository import Model
+
+REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
+OP_LIBRARY_BACKENDS = ("tensorflow", "onnxruntime")  # the backends that read model_operations
+FRAMEWORKS = (*OP_LIBRARY_BACKENDS, "pytorch", "tensorrt")  # the framework backends customops models
+
+
+@dataclass(frozen=True)
+class BackendLookup:
+    """Where Triton will find a model's backend library. `library` is None when it finds none (`missing`
+    says why) or when that cannot be known (`unknown`: only the container's facts are available, and the
+    place Triton would look is the container's backend directory). `assumed`: the library lies in the
+    backend directory of a facts-only container whose facts say it ships this backend."""
+
+    library: str | None
+    searched: tuple[str, ...] = ()
+    missing: Finding | None = None
+    unknown: bool = False
+    assumed: bool = False
+
+
+def library_for(model: Model, ctx: Context) -> BackendLookup:
+    """The backend library Triton will dlopen for this model (a container path) and every path it tries,
+    or the finding that says why there is none."""
+    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
+    facts = ctx.container.facts  # type: ignore[attr-defined]
+    model_dir = ctx.container_path(model.path)
+    version_dir = f"{model_dir}/{model.versions[0]}" if model.versions else None
+    libname = model.runtime or f"libtriton_{model.backend}.so"
+    dirs = [d for d in (version_dir, model_dir, f"{backend_dir}/{model.backend}") if d]
+    searched: list[str] = []
+    unseen: list[str] = []  # candidates in a facts-only container's own directories
+    if model.runtime != "model.py":
+        for directory in dirs:
+            candidate = os.path.normpath(f"{directory}/{libname}")
+            if not candidate.startswith(directory.rstrip("/") + "/"):
+                message = (f"backend library name '{libname}' escapes backend directory '{directory}', for model "
+                           f"'{model.name}', check model config runtime field")
+                return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
+                                                                    file=model.config_path, predicted=message))
+            searched.append(candidate)
+            seen = ctx.visible(candidate)
+            if seen:
+                return BackendLookup(candidate, tuple(searched))
+            if seen is None:
+                unseen.append(candidate)
+    python_based = f"{backend_dir}/{model.backend}/model.py"
+    if model.runtime == "model.py" or (not model.runtime and ctx.exists(python_based)):
+        for directory in (*dirs, f"{backend_dir}/python"):
+            candidate = f"{directory}/libtriton_python.so"
+            searched.append(candidate)
+            if ctx.exists(candidate):
+                return BackendLookup(candidate, tuple(searched))
+        if ctx.container.target is None:  # type: ignore[attr-defined]
+            return BackendLookup(None, tuple(searched), unknown=True)
+        message = (f"unable to find Python backend based backend library 'libtriton_python.so' for model "
+                   f"'{model.name}', searched: " + " ".join(f"'{p}'" for p in searched))
+        return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
+                                                            file=model.config_path, predicted=message))
+    if model.runtime:
+        predicted = (f"unable to find backend library '{libname}' for model '{model.name}', searched: "
+                     + " ".join(f"'{p}'" for p in searched))
+    else:
+        predicted = (f"unable to find backend library for backend '{model.backend}', try specifying runtime on the "
+                     "model configuration.")
+    absent = model.backend in facts.absent_backends or (
+        bool(facts.backends) and model.backend not in facts.backends and model.backend in FRAMEWORKS)
+    if unseen and not absent:
+        shipped = model.backend in facts.backends or (not facts.backends and model.backend in FRAMEWORKS)
+        if shipped and not model.runtime:
+            return BackendLookup(unseen[-1], tuple(searched), assumed=True)
+        return BackendLookup(None, tuple(searched), unknown=True)
+    code = "CO203" if absent else "CO201"
+    message = (f"model '{model.name}' needs the {model.backend} backend, which this container does not ship" if absent
+               else f"backend library {libname} for model '{model.name}' not found")
+    return BackendLookup(None, tuple(searched), Finding(
+        code, message + _did_you_mean(model, ctx, absent), model=model.name, file=model.config_path,
+        predicted=predicted, evidence=tuple(f"searched: {p}" for p in searched)))
+
+
+def _did_you_mean(model: Model, ctx: Context, absent: bool) -> str:
+    """For a backend name that is close to one the container ships (`onnxruntme`): the likely intended one."""
+    if absent or model.runtime:
+        return ""
+    facts = ctx.container.facts  # type: ignore[attr-defined]
+    known = sorted(set(facts.backends) | ({*FRAMEWORKS} - set(facts.absent_backends) if not facts.backends else set()))
+    close = difflib.get_close_matches(model.backend or "", known, n=1)
+    return f" (did you mean backend '{close[0]}'?)" if close else ""
+
+
+def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
+    """Triton core's part: the backend library is dlopen()ed once per path, its entry points looked up."""
+    findings = []
+    if model.op_libraries and model.backend not in OP_LIBRARY_BACKENDS:
+        findings.append(Finding(
+            "CO105", f"model '{model.name}' lists model_operations, which the {model.backend} backend ignores",
+            model=model.name, file=model.config_path,
+            evidence=tuple(f"op_library_filename: {p}" for p in model.op_libraries)))
+    steps: tuple[LoadStep, ...] = ()
+    if first:
+        steps = (LoadStep(library, ctx.source(library), "backend", "backend library", model=model.name,
+                          entry_points=(REQUIRED_ENTRY_POINT,)),)
+    return LoaderResult(steps=steps, findings=tuple(findings))

@@ -1,0 +1,42 @@
+"""TensorFlow backend custom ops (triton.md §3.1).
+
+model_operations.op_library_filename -> TF_LoadLibrary at model load -> dlopen(RTLD_NOW | RTLD_LOCAL), inside a
+process where the backend has already loaded libtensorflow_framework.so.2 (matched by SONAME). The manifest's
+[tensorflow] preload instead puts libraries in LD_PRELOAD, which needs backends/tensorflow on LD_LIBRARY_PATH
+(they NEED libtensorflow_framework.so.2 before any backend is loaded).
+"""
+
+from __future__ import annotations
+
+from customops.findings import Finding
+from customops.triton.plan import Context, LoaderResult, LoadStep
+from customops.triton.repository import Model
+
+
+def process(ctx: Context) -> LoaderResult:
+    paths = ctx.manifest.tensorflow_preload  # type: ignore[attr-defined]
+    if not paths:
+        return LoaderResult()
+    steps = tuple(LoadStep(ctx.container_path(p), p, "tensorflow", "preload", preload=True) for p in paths)
+    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/tensorflow",),  # type: ignore[attr-defined]
+                        library_path_for="the TensorFlow preloads")
+
+
+def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
+    return op_libraries(model, ctx, library, "tensorflow", entry_points=())
+
+
+def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
+                 entry_points: tuple[str, ...]) -> LoaderResult:
+    """model_operations entries, dlopen()ed by the framework inside the backend's process."""
+    steps, findings = [], []
+    for written in model.op_libraries:
+        if not written.startswith("/"):
+            findings.append(Finding(
+                "CO104", f"op library '{written}' of model '{model.name}' is not an absolute path",
+                model=model.name, library=written, file=model.config_path,
+                evidence=(f"dlopen resolves it {'against the server working directory ' + ctx.server_cwd if '/' in written else 'through the ld.so search'}",)))  # noqa: E501
+        path = ctx.absolute(written)
+        steps.append(LoadStep(path, ctx.source(path), loader, "op library", model=model.name,
+                              entry_points=entry_points, caller=backend_library))
+    return LoaderResult(steps=tuple(steps), findings=tuple(findings))

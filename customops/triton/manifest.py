@@ -1,0 +1,226 @@
+"""customops.toml: the custom libraries a repository needs and how to load them, strictly validated.
+
+    [tensorrt]
+    plugins = ["plugins/libmy_plugins.so"]
+    load = "backend-config"          # or "preload"
+    [pytorch]
+    ops = ["ops/libmy_torch_ops.so"]
+    [tensorflow]
+    preload = ["ops/libmy_tf_ops.so"]
+    [host]
+    preload = []
+    [check]
+    fail-on = "error"                # or "warning", "info"
+    select = ["CO3", "CO401"]        # report only these codes or prefixes (default: all)
+    ignore = [
+        "CO404",                     # a code or prefix: never reported (as ruff's ignore)
+        { code = "CO402", library = "plugins/*.so", symbol = "deflate*", reason = "vendored zlib" },
+    ]                                # a table: matching findings are suppressed (counted, listed with -v)
+    profile = "customops-profile.json"  # what CI checks against when no container is at hand
+
+Relative paths are relative to the manifest. An unknown key, a wrong type or a bad value is an error
+(CO106, exit 2): customops never guesses what a manifest meant.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, replace
+
+from customops import safeio
+from customops.codes import CODES, Severity
+from customops.errors import InputError, printable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MANIFEST_NAME = "customops.toml"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # control characters (Unicode category Cc)
+
+
+@dataclass(frozen=True)
+class Ignore:
+    code: str
+    library: str | None = None  # glob on the library path (relative to the manifest, or absolute)
+    symbol: str | None = None  # glob on the raw or demangled symbol name
+    reason: str | None = None  # why it is suppressed, shown with the suppressed finding
+    line: int | None = None  # where the entry is in the manifest (its unused-suppression CO107 points there)
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str | None
+    trt_plugins: tuple[str, ...] = ()
+    trt_load: str = "backend-config"
+    pytorch_ops: tuple[str, ...] = ()
+    tensorflow_preload: tuple[str, ...] = ()
+    host_preload: tuple[str, ...] = ()
+    fail_on: Severity = Severity.ERROR
+    ignore: tuple[Ignore, ...] = ()  # the tables of [check] ignore: suppressions
+    select: tuple[str, ...] | None = None  # codes and prefixes reported (None: all); --select replaces it
+    ignore_codes: tuple[str, ...] = ()  # the strings of [check] ignore: codes and prefixes never reported
+    profile: str | None = None  # the container profile CI checks against (customops profile create)
+
+    @property
+    def directory(self) -> str | None:
+        return os.path.dirname(self.path) if self.path else None
+
+
+SCHEMA: dict[str, dict[str, type]] = {
+    "tensorrt": {"plugins": list, "load": str},
+    "pytorch": {"ops": list},
+    "tensorflow": {"preload": list},
+    "host": {"preload": list},
+    "check": {"fail-on": str, "select": list, "ignore": list, "profile": str},
+}
+
+
+def load_manifest(path: str | None) -> Manifest:
+    if path is None:
+        return Manifest(None)
+    try:
+        text = safeio.read_bytes(path, safeio.MANIFEST_LIMIT).decode("utf-8")
+        data = tomllib.loads(text)
+    except InputError as exc:
+        raise InputError(path, "manifest not found" if exc.reason == "No such file or directory" else exc.reason
+                         ) from None
+    except RecursionError:
+        raise InputError(path, "CO106 nested too deeply") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, f"CO106 not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # found by fuzzing: tomllib decodes the whole file as UTF-8 first
+        raise InputError(path, f"CO106 not UTF-8 text (byte {exc.start})") from None
+    base = os.path.dirname(os.path.abspath(path))
+
+    def fail(reason: str) -> InputError:
+        return InputError(path, f"CO106 {reason}")
+
+    def plain(where: str, value: str) -> str:
+        """A path or glob customops acts on: a control character in one (a newline that would end a line of
+        `customops env`, an escape sequence for a terminal) is refused, never passed on."""
+        if CONTROL.search(value):
+            raise fail(f"{where}: '{printable(value)}' contains a control character")
+        return value
+
+    for section, value in data.items():
+        if section not in SCHEMA:
+            raise fail(f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
+        if not isinstance(value, dict):
+            raise fail(f"[{section}] must be a table")
+        for key, item in value.items():
+            if key not in SCHEMA[section]:
+                raise fail(f"unknown key {key!r} in [{section}] (known: {', '.join(SCHEMA[section])})")
+            if not isinstance(item, SCHEMA[section][key]):
+                raise fail(f"[{section}] {key} must be a {SCHEMA[section][key].__name__}")
+
+    def paths(section: str, key: str) -> tuple[str, ...]:
+        values = data.get(section, {}).get(key, [])
+        if not all(isinstance(v, str) and v for v in values):
+            raise fail(f"[{section}] {key} must be a list of non-empty paths")
+        resolved = []
+        for value in values:
+            plain(f"[{section}] {key}", value)
+            path = os.path.normpath(os.path.join(base, value))
+            if not os.path.isabs(value) and not path.startswith(base.rstrip("/") + "/"):
+                raise fail(f"[{section}] {key}: {value!r} escapes the repository (give an absolute path if meant)")
+            resolved.append(path)
+        return tuple(resolved)
+
+    load = data.get("tensorrt", {}).get("load", "backend-config")
+    if load not in ("backend-config", "preload"):
+        raise fail(f"[tensorrt] load must be \"backend-config\" or \"preload\", not {load!r}")
+    try:
+        fail_on = Severity.parse(data.get("check", {}).get("fail-on", "error"))
+    except ValueError as exc:
+        raise fail(f"[check] fail-on: {exc}") from None
+    from customops.app.suppressions import entry_lines, parse_selectors
+
+    def selectors(key: str, values: list) -> tuple[str, ...]:  # type: ignore[type-arg]
+        if not all(isinstance(v, str) for v in values):
+            raise fail(f"[check] {key}: codes and prefixes are strings")
+        try:
+            return parse_selectors([plain(f"[check] {key}", v) for v in values], f"[check] {key}")
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+
+    select = selectors("select", data["check"]["select"]) if "select" in data.get("check", {}) else None
+    ignores = []
+    ignore_codes: list[str] = []
+    for entry in data.get("check", {}).get("ignore", []):
+        if isinstance(entry, str):
+            ignore_codes += selectors("ignore", [entry])
+            continue
+        if not isinstance(entry, dict) or set(entry) - {"code", "library", "symbol", "reason"} or "code" not in entry:
+            raise fail("[check] ignore entries are codes (or prefixes), or tables with code and optionally "
+                       "library, symbol and reason")
+        if entry["code"] not in CODES:
+            raise fail(f"[check] ignore: unknown code {entry['code']!r}")
+        if not all(isinstance(entry.get(k, ""), str) for k in ("library", "symbol", "reason")):
+            raise fail("[check] ignore: library and symbol are strings (globs), reason a string")
+        library, symbol = (plain(f"[check] ignore {k}", entry[k]) if k in entry else None
+                           for k in ("library", "symbol"))
+        if library is not None and not os.path.isabs(library):
+            library = os.path.normpath(os.path.join(base, library))
+        ignores.append(Ignore(entry["code"], library, symbol, entry.get("reason") or None))
+    places = entry_lines(text, [i.code for i in ignores])
+    ignores = [replace(i, line=line, column=column) for i, (line, column) in zip(ignores, places, strict=True)]
+    return Manifest(
+        path=os.path.abspath(path),
+        trt_plugins=paths("tensorrt", "plugins"),
+        trt_load=load,
+        pytorch_ops=paths("pytorch", "ops"),
+        tensorflow_preload=paths("tensorflow", "preload"),
+        host_preload=paths("host", "preload"),
+        fail_on=fail_on,
+        ignore=tuple(ignores),
+        select=select,
+        ignore_codes=tuple(ignore_codes),
+        profile=os.path.normpath(os.path.join(base, plain("[check] profile", data["check"]["profile"])))
+        if "profile" in data.get("check", {}) else None,
+    )
+
+
+def checkout_root(repository: str) -> str:
+    """The nearest directory at or above `repository` holding `.git` (the checkout), else the repository
+    itself: discovery never looks above it."""
+    start = directory = os.path.abspath(repository)
+    while True:
+        if os.path.lexists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return start
+        directory = parent
+
+
+def discover(repositories: list[str], name: str, what: str, option: str) -> str | None:
+    """The file `name` nearest to the first repository that has one, looking in the repository and each
+    directory above it up to its checkout root (checkout_root). One that is a symbolic link out of that
+    checkout is refused (its contents would reach the report): InputError."""
+    for repo in repositories:
+        top = checkout_root(repo)
+        directory = os.path.abspath(repo)
+        while True:
+            candidate = os.path.join(directory, name)
+            if os.path.lexists(candidate):  # whatever it is: a FIFO or a directory there is reported, not skipped
+                real, base = os.path.realpath(candidate), os.path.realpath(top)
+                if not real.startswith(base.rstrip("/") + "/"):
+                    raise InputError(candidate, f"a symbolic link out of the model repository or its checkout "
+                                     f"(to {printable(real)}), not followed (pass {option} to use {what} kept "
+                                     "elsewhere)")
+                return candidate
+            if directory == top or os.path.dirname(directory) == directory:
+                break
+            directory = os.path.dirname(directory)
+    return None
+
+
+def find_manifest(repositories: list[str]) -> str | None:
+    """customops.toml of the first repository that has one: in the repository or a directory above it, up
+    to its checkout's root."""
+    return discover(repositories, MANIFEST_NAME, "a manifest", "--manifest")

@@ -1,0 +1,164 @@
+"""What one tritonserver process will load, in order, and the environment and arguments it needs.
+
+Loaders (customops/triton/loaders/) turn models, the manifest and the container into LoadSteps; the plan
+puts them in the server's real order: LD_PRELOAD entries at exec, then per model its backend
+library (dlopen RTLD_NOW|RTLD_LOCAL, once per path) and the libraries the backend loads for it.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+
+from customops import chroot
+from customops.findings import Finding
+
+
+@dataclass(frozen=True)
+class LoadStep:
+    path: str  # target path, as the server will open it
+    source: str  # checkout/host path of the file, for findings and reports
+    loader: str  # tensorflow | onnxruntime | pytorch | tensorrt | backend | host
+    purpose: str  # "backend library", "op library", "plugin library", "preload"
+    preload: bool = False  # LD_PRELOAD (global scope at exec) instead of dlopen
+    lazy: bool = False
+    model: str | None = None
+    entry_points: tuple[str, ...] = ()  # dlsym()ed after loading; missing = failure
+    caller: str | None = None  # the object calling dlopen (its RUNPATH applies to a bare name)
+
+
+@dataclass(frozen=True)
+class LoaderResult:
+    steps: tuple[LoadStep, ...] = ()
+    library_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH entries the server needs (prepended)
+    library_path_for: str = ""  # why they are needed, for reports: "the PyTorch op libraries"
+    server_args: tuple[str, ...] = ()  # e.g. --backend-config=tensorrt,plugins=...
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    preloads: tuple[LoadStep, ...]
+    dlopens: tuple[LoadStep, ...]
+    library_path: tuple[str, ...]
+    server_args: tuple[str, ...]
+    findings: tuple[Finding, ...] = field(default=())
+    library_path_for: tuple[tuple[str, str], ...] = field(default=())  # (LD_LIBRARY_PATH entry, why it is there)
+
+    def library_path_reason(self, path: str) -> str:
+        """Why launch puts the LD_LIBRARY_PATH entry a searched path lies in on LD_LIBRARY_PATH, for a search
+        trace: "set for the PyTorch op libraries" ("set by customops launch" when its loader did not say)."""
+        why = ", ".join(dict.fromkeys(w for d, w in self.library_path_for
+                                      if w and path.startswith(d.rstrip("/") + "/")))
+        return f"set for {why}" if why else "set by customops launch"
+
+    @property
+    def ld_preload(self) -> str:
+        return ":".join(step.path for step in self.preloads)
+
+
+def merge(results: list[LoaderResult]) -> LoadPlan:
+    """Preloads in a deterministic order (host first, then each loader's, de-duplicated); dlopens in
+    model order, each backend library once (Triton caches backends by library path)."""
+    preloads: list[LoadStep] = []
+    dlopens: list[LoadStep] = []
+    seen_preload: set[str] = set()
+    library_path: list[str] = []
+    reasons: list[tuple[str, str]] = []
+    args: list[str] = []
+    findings: list[Finding] = []
+    for result in results:
+        for step in result.steps:
+            if step.preload:
+                if os.path.normpath(step.path) not in seen_preload:
+                    seen_preload.add(os.path.normpath(step.path))
+                    preloads.append(step)
+            else:
+                dlopens.append(step)
+        library_path += [d for d in result.library_path if d not in library_path]
+        reasons += [(d, result.library_path_for) for d in result.library_path
+                    if (d, result.library_path_for) not in reasons]
+        args += [a for a in result.server_args if a not in args]
+        findings += result.findings
+    return LoadPlan(tuple(preloads), tuple(dlopens), tuple(library_path), tuple(args), tuple(findings),
+                    tuple(reasons))
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every loader reads: the container, the manifest, and where the repository is mounted."""
+
+    container: object  # customops.triton.container.Container
+    manifest: object  # customops.triton.manifest.Manifest
+    mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory)
+    server_cwd: str = "/opt/tritonserver"  # the NGC images' working directory; relative dlopen paths start here
+    server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
+    checkouts: tuple[str, ...] = ()  # the repositories as given on this machine
+
+    def suggest_mount(self, container_path: str) -> str | None:
+        """For a container path that does not exist: the --mount under which a checkout file with the same
+        tail would appear there (the longest tail wins), as `--mount HOST:CONTAINER`."""
+        parts = container_path.strip("/").split("/")
+        for cut in range(1, len(parts)):
+            tail = "/".join(parts[cut:])
+            for checkout in self.checkouts:
+                for base in (checkout, os.path.dirname(checkout)):
+                    if os.path.isfile(os.path.join(base, tail)):
+                        return f"--mount {base}:/{'/'.join(parts[:cut])}"
+        return None
+
+    def container_path(self, host_path: str) -> str:
+        """A checkout path as the server sees it (the longest mounted host prefix wins)."""
+        host_path = os.path.abspath(host_path)
+        for container_dir, host_dir in sorted(self.mounts, key=lambda m: -len(m[1])):
+            if host_path == host_dir or host_path.startswith(host_dir.rstrip("/") + "/"):
+                return container_dir.rstrip("/") + host_path[len(host_dir.rstrip("/")):]
+        target = self.container.target  # type: ignore[attr-defined]
+        if target is not None and not target.is_live and host_path.startswith(target.root.rstrip("/") + "/"):
+            return host_path[len(target.root.rstrip("/")):]
+        return host_path
+
+    def exists(self, container_path: str) -> bool:
+        return self.visible(container_path) is True
+
+    def visible(self, container_path: str) -> bool | None:
+        """Whether the path exists in the container; None when that is unknown: only the container's facts
+        are known (a release or a facts-only profile) and the path lies outside every mounted directory
+        of this machine, whose files are still visible."""
+        target = self.container.target  # type: ignore[attr-defined]
+        if target is not None:
+            return target.host_path(container_path) is not None
+        mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
+        if chroot.host_of_real(None, mounts, posixpath.normpath(container_path)) is None:
+            return None
+        return chroot.resolve(None, mounts, container_path) is not None
+
+    def source(self, container_path: str) -> str:
+        """The checkout or host path of a container path, for reports and for reading the file: resolved
+        inside the container (chroot.resolve), so a symlink or `..` that leaves the container's view never
+        names a file of this machine. A path missing there keeps its plain mapping, for the report, unless
+        that names a file here (which the container cannot see): then the path under the root."""
+        target = self.container.target  # type: ignore[attr-defined]
+        root = target.root if target is not None else None
+        mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
+        plain = chroot.host_of_real(root, mounts, posixpath.normpath(container_path)) or container_path
+        found = chroot.resolve(root, mounts, container_path)
+        if found is not None:
+            return plain if plain == found[1] or _same_file(plain, found[1]) else found[1]
+        if not os.path.lexists(plain):
+            return plain
+        return container_path if root in (None, "/") else root.rstrip("/") + posixpath.normpath(container_path)
+
+    def absolute(self, path: str) -> str:
+        """An op library path as dlopen will take it: relative paths start at the server's cwd."""
+        if path.startswith("/") or "/" not in path:
+            return path
+        return os.path.normpath(os.path.join(self.server_cwd, path))
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

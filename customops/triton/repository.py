@@ -1,0 +1,214 @@
+"""The model repository as Triton core reads it: configs, backend resolution, version directories.
+
+Rules from triton.md §1.5-1.7 (core `src/model_config_utils.cc` AutoCompleteBackendFields and
+ValidateModelConfig, `model_lifecycle.cc` VersionsToLoad, `model_repository_manager.cc`
+GetModelConfigFullPath). Errors carry Triton's own text in `Problem.predicted`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from customops import safeio
+from customops.errors import InputError, printable
+from customops.triton.modelconfig import did_you_mean, parse_config
+
+PLATFORM_BACKEND = {
+    "tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
+    "onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch", "torch_aoti": "pytorch",
+}
+FILENAME_BACKEND = {
+    "model.graphdef": ("tensorflow", "tensorflow_graphdef"),
+    "model.savedmodel": ("tensorflow", "tensorflow_savedmodel"),
+    "model.plan": ("tensorrt", "tensorrt_plan"), "model.onnx": ("onnxruntime", "onnxruntime_onnx"),
+    "model.pt": ("pytorch", "pytorch_libtorch"), "model.pt2": ("pytorch", "torch_aoti"),
+    "model.xml": ("openvino", ""), "model.py": ("python", ""),
+}
+SKIPPED_DIRS = {"warmup", "initial_state", "configs"}
+VERSION_DIR = re.compile(r"^(0|[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A repository-level finding before anything is loaded (CO101-CO103)."""
+
+    code: str
+    message: str
+    predicted: str = ""
+    line: int | None = None
+    column: int | None = None
+    hint: str = ""  # a fix for this case, where the code's own does not apply
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    path: str  # host path of the model directory
+    config_path: str | None  # host path of the config file that was read
+    config: Any = field(repr=False, compare=False)
+    backend: str  # "" when it cannot be determined
+    platform: str
+    runtime: str
+    versions: tuple[int, ...]  # the ones loaded under the version policy, newest first
+    op_libraries: tuple[str, ...]  # model_operations.op_library_filename, as written
+    problems: tuple[Problem, ...]
+
+    @property
+    def loadable(self) -> bool:
+        return not any(p.code in ("CO101", "CO102", "CO103") for p in self.problems)
+
+    def model_file(self, default: str) -> str:
+        """The file or directory the backend loads: default_model_filename, else the backend's `default`,
+        in the first version directory (the model must have one)."""
+        named = self.config.default_model_filename if self.config is not None else ""
+        return os.path.join(self.path, str(self.versions[0]), named or default)
+
+
+def check_repository(path: str) -> None:
+    """A model repository is a directory of model directories: one that does not exist, is not a directory,
+    or is itself a model directory (it has a config.pbtxt, and its version directories would be read as
+    models called "1", "2") is an InputError."""
+    if not os.path.isdir(path):
+        raise InputError(path, "model repository is not a directory" if os.path.exists(path) else
+                         "model repository does not exist")
+    if os.path.isfile(os.path.join(path, "config.pbtxt")):
+        raise InputError(path, "is a model directory; pass its repository (the parent directory)")
+
+
+def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None) -> list[Model]:
+    check_repository(path)
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError as exc:
+        raise InputError(path, exc.strerror or str(exc)) from None
+    models = []
+    for name in entries:
+        model_dir = os.path.join(path, name)
+        if name.startswith(".") or not os.path.isdir(model_dir) or (only is not None and name not in only):
+            continue
+        models.append(read_model(model_dir, name, config_name))
+    return models
+
+
+def read_inside(path: str, model_dir: str, limit: int) -> bytes:
+    """A model's file, if it is a regular file whose symlinks stay inside the model repository: one leaving
+    it (`config.pbtxt -> /etc/shadow`) resolves inside the container, where the repository is mounted on its
+    own, not on this machine, so it is never followed here."""
+    real, base = os.path.realpath(path), os.path.realpath(os.path.dirname(os.path.abspath(model_dir)))
+    if not real.startswith(base.rstrip("/") + "/"):
+        raise InputError(path, f"a symbolic link out of the model repository (to {printable(real)}); the server "
+                         "resolves it inside the container")
+    return safeio.read_bytes(path, limit)
+
+
+def _broken_link(path: str) -> str:
+    """Why a config.pbtxt that is a symbolic link resolves to nothing: a loop, or a target that is missing."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop: the server sees no configuration"
+    return (f"is a symbolic link to {printable(os.readlink(path))}, which does not exist: the server sees no "
+            "configuration")
+
+
+def read_model(model_dir: str, name: str, config_name: str | None = None) -> Model:
+    problems: list[Problem] = []
+    candidate = os.path.join(model_dir, "config.pbtxt")
+    if config_name and os.path.isfile(os.path.join(model_dir, "configs", f"{config_name}.pbtxt")):
+        candidate = os.path.join(model_dir, "configs", f"{config_name}.pbtxt")
+    config = None
+    config_path = candidate if os.path.lexists(candidate) else None  # a dangling link or a loop: CO101, read as such
+    if config_path is not None and not os.path.exists(config_path):
+        problems.append(Problem("CO101", _broken_link(config_path),  # Triton sees no config.pbtxt at all
+                                hint="Point the link at the model's configuration, or replace it with the file."))
+    elif config_path is not None:
+        try:
+            text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8-sig")
+        except (InputError, UnicodeDecodeError) as exc:
+            reason = exc.reason if isinstance(exc, InputError) else str(exc)
+            problems.append(Problem("CO101", f"cannot be read ({reason})",  # the finding's file is the path
+                                    f"failed to read text proto from {config_path}"))
+            text = None
+        if text is not None:
+            config, error = parse_config(text, config_path)
+            if error is not None:
+                problems.append(Problem("CO101", error.reason,  # the finding's location: path:line:column
+                                        f"failed to read text proto from {config_path}", error.line, error.column))
+    backend = config.backend if config is not None else ""
+    platform = config.platform if config is not None else ""
+    runtime = config.runtime if config is not None else ""
+    versions = _versions(model_dir, name, config, problems)
+    if config is not None or config_path is None:
+        backend, platform = _resolve_backend(model_dir, name, backend, platform,
+                                             config.default_model_filename if config is not None else "",
+                                             versions, problems)
+    ops = tuple(config.model_operations.op_library_filename) if config is not None else ()
+    return Model(name, model_dir, config_path, config, backend, platform, runtime, versions, ops, tuple(problems))
+
+
+def _versions(model_dir: str, name: str, config: Any, problems: list[Problem]) -> tuple[int, ...]:
+    """VersionsToLoad: numeric directories without a leading zero; the version policy picks among them."""
+    try:
+        available = sorted((int(d) for d in os.listdir(model_dir)
+                            if VERSION_DIR.match(d) and os.path.isdir(os.path.join(model_dir, d))), reverse=True)
+    except OSError:
+        available = []
+    policy = config.version_policy if config is not None else None
+    kind = policy.WhichOneof("policy_choice") if policy is not None else None
+    if kind == "all":
+        chosen = available
+    elif kind == "specific" and policy is not None:
+        chosen = [v for v in available if v in set(policy.specific.versions)]
+    else:
+        count = policy.latest.num_versions if kind == "latest" and policy is not None and policy.latest.num_versions \
+            else 1
+        chosen = available[:count]
+    if not chosen:
+        message = f"at least one version must be available under the version policy of model '{name}'"
+        problems.append(Problem("CO103", message, message))
+    return tuple(chosen)
+
+
+def _resolve_backend(model_dir: str, name: str, backend: str, platform: str, default_filename: str,
+                     versions: tuple[int, ...], problems: list[Problem]) -> tuple[str, str]:
+    """AutoCompleteBackendFields, then the platform/backend validation of ValidateModelConfig."""
+    if platform == "ensemble":
+        if backend:
+            message = f"Ensemble model '{name}' must have platform type 'ensemble' and empty backend type"
+            problems.append(Problem("CO102", message, message))
+        return "", platform
+    if not backend and platform:
+        if platform not in PLATFORM_BACKEND:
+            message = f"unexpected platform type '{platform}' for {name}"
+            suggestion = did_you_mean(platform, PLATFORM_BACKEND)
+            problems.append(Problem("CO102", f"{message}; {suggestion}" if suggestion else message, message))
+            return "", platform
+        return PLATFORM_BACKEND[platform], platform
+    if backend and platform and PLATFORM_BACKEND.get(platform) != backend:
+        message = f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}"
+        problems.append(Problem("CO102", message, message))
+        return backend, platform
+    if backend:
+        return backend, platform
+    if default_filename in FILENAME_BACKEND:
+        return FILENAME_BACKEND[default_filename]
+    if versions:
+        try:
+            files = sorted(os.listdir(os.path.join(model_dir, str(versions[0]))))
+        except OSError:
+            files = []
+        for filename in files:
+            if filename in FILENAME_BACKEND:
+                return FILENAME_BACKEND[filename]
+        for filename in files:
+            if filename.startswith("model.") and len(filename) > len("model."):
+                return filename[len("model."):], ""
+    message = (f"Invalid model name: Could not determine backend for model '{name}' with no backend in model "
+               "configuration. Expected model name of the form 'model.<backend_name>'.")
+    problems.append(Problem("CO102", message, message))
+    return "", ""
