@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from customops.scanners.elfcache import ElfReader  # noqa: E402
-from customops.scanners.linker import Linker  # noqa: E402
-from customops.scanners.target import live_target  # noqa: E402
+from customops.elf.cache import ElfReader  # noqa: E402
+from customops.linker.simulate import Linker  # noqa: E402
+from customops.linker.target import live_target  # noqa: E402
 from fixtures.build import Lib, build, select, why_unavailable  # noqa: E402
 
 

@@ -18,8 +18,8 @@ from unittest import mock
 
 import numpy as np
 
-from customops.scanners.elfcache import ElfReader
-from customops.scanners.linker import Linker, Prediction, Scenario, _Process
+from customops.elf.cache import ElfReader
+from customops.linker.simulate import Linker, Prediction, Scenario, _Process
 
 BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
 TRYING = re.compile(r"^\s+trying file=(.+)$")

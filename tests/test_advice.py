@@ -13,12 +13,12 @@ from oracle import confirm_check
 from test_check_codes import Repo, codes, needs_root, only
 
 from customops.codes import CODES
-from customops.container import from_root
-from customops.manifest import load_manifest
-from customops.modelconfig import did_you_mean
-from customops.plan import LoadStep
+from customops.linker.simulate import FileProblem, StepOutcome
 from customops.rules import loading
-from customops.scanners.linker import FileProblem, StepOutcome
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
+from customops.triton.modelconfig import did_you_mean
+from customops.triton.plan import LoadStep
 
 LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
                "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 16184\n")
@@ -182,7 +182,7 @@ def test_co301_a_permission_denied_outcome_reads_cannot_be_read_not_does_not_exi
     outcome = StepOutcome("dlopen", step.path, "m:op library", "failed", message, (), (), (), (), (), (),
                           problem=FileProblem(step.path, "permission denied"))
     manifest = load_manifest(None)
-    from customops.plan import Context
+    from customops.triton.plan import Context
 
     ctx = Context(from_root(str(repo.root)), manifest)
     finding = loading._failure(step, outcome, ctx, reader=None)  # type: ignore[arg-type]
@@ -213,7 +213,7 @@ def test_co101_an_unknown_field_close_to_nothing_gets_no_guess(repo):
 
 
 def test_co102_a_platform_suggestion_comes_from_the_known_platform_values():
-    from customops.repository import PLATFORM_BACKEND
+    from customops.triton.repository import PLATFORM_BACKEND
 
     assert did_you_mean("onnxruntime_onx", PLATFORM_BACKEND) == "did you mean 'onnxruntime_onnx'?"
     assert did_you_mean("caffe2_netdef", PLATFORM_BACKEND) == ""

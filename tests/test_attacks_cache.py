@@ -21,13 +21,13 @@ import pytest
 from elf_tools import gcc_shared
 
 from customops import cachedir
+from customops.app.launch_cache import VERDICT_SHAPE
 from customops.commands.check import REPORT_SHAPE
 from customops.commands.scan import RECORD_SHAPE
-from customops.launch_cache import VERDICT_SHAPE
-from customops.probe import ProbeResult
-from customops.scanners.elf import FileIdentity, open_mapped, parse_elf
-from customops.scanners.elfcache import FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
-from customops.scanners.probes import PROBE_RESULT_SHAPE, TENSORFLOW_REGISTRY_SHAPE
+from customops.elf.cache import FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
+from customops.elf.reader import FileIdentity, open_mapped, parse_elf
+from customops.probe.frameworks import ProbeResult
+from customops.probe.groups import PROBE_RESULT_SHAPE, TENSORFLOW_REGISTRY_SHAPE
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 120

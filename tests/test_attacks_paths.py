@@ -20,7 +20,7 @@ from attack_tools import TIMEOUT, customops
 from elf_tools import gcc_shared
 
 from customops import chroot
-from customops.scanners.target import target_for_root
+from customops.linker.target import target_for_root
 
 ROOT = Path(__file__).resolve().parent.parent
 ORT_OP = "int RegisterCustomOps(void *options, const void *api) { return 0; }\n"
@@ -233,9 +233,9 @@ def test_library_truncated_while_mapped_ends_with_one_line_and_status_2(tmp_path
 
 def test_the_file_read_for_a_step_is_the_one_inside_the_container(container, tmp_path):
     """What rules hash and probes load (LoadStep.source) is resolved in the container too."""
-    from customops.container import from_root
-    from customops.manifest import Manifest
-    from customops.plan import Context
+    from customops.triton.container import from_root
+    from customops.triton.manifest import Manifest
+    from customops.triton.plan import Context
 
     host_library = gcc_shared(tmp_path / "host" / "libhost_op.so", ORT_OP)
     checkout = tmp_path / "models"

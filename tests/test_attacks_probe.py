@@ -32,11 +32,12 @@ from pathlib import Path
 
 import pytest
 
-from customops import cachedir, probe
-from customops.plan import LoadPlan
-from customops.probe import ProbeResult
-from customops.scanners import probes
-from customops.scanners.probes import ProbeSettings
+from customops import cachedir
+from customops.probe import frameworks as probe
+from customops.probe import groups as probes
+from customops.probe.frameworks import ProbeResult
+from customops.probe.groups import ProbeSettings
+from customops.triton.plan import LoadPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -47,8 +48,8 @@ IS_ROOT = os.geteuid() == 0
 CHECKER = r"""
 import json, mmap, os, sys
 config = json.loads(sys.argv[2])
-from customops import sandbox
-from customops.probe import probe_group
+from customops.probe import sandbox
+from customops.probe.frameworks import probe_group
 if config["layers"] is not None:
     sandbox.LAYERS = frozenset(config["layers"])
 maps = [mmap.mmap(os.open(path, os.O_RDONLY), 0, prot=mmap.PROT_READ) for path in config["map"]]
@@ -129,7 +130,7 @@ MODES = {
 def system_python_runs_customops() -> bool:
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         return False
-    check = subprocess.run([SYSTEM_PYTHON, "-c", "import customops.probe"], env={"PYTHONPATH": str(ROOT)},
+    check = subprocess.run([SYSTEM_PYTHON, "-c", "import customops.probe.frameworks"], env={"PYTHONPATH": str(ROOT)},
                            capture_output=True)
     return check.returncode == 0
 
@@ -221,7 +222,8 @@ def environment(place: Path) -> dict[str, str]:
 
 CLI = r"""
 import json, sys
-from customops import cli, sandbox
+from customops import cli
+from customops.probe import sandbox
 layers = json.loads(sys.argv[1])
 if layers is not None:
     sandbox.LAYERS = frozenset(layers)

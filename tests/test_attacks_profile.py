@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from customops import profile
 from customops.cli import main
-from customops.container import ContainerFacts, read_profile
 from customops.errors import InputError
+from customops.triton import profile
+from customops.triton.container import ContainerFacts, read_profile
 
 TIMEOUT = 120
 SCHEMA = "customops.profile/1"

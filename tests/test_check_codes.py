@@ -12,11 +12,11 @@ import pytest
 from conftest import needs_toolchain
 from oracle import confirm_check
 
-from customops.check import run_check
+from customops.app.check import run_check
 from customops.codes import Severity
-from customops.container import from_release, from_root, read_profile, write_profile
 from customops.errors import InputError
-from customops.manifest import load_manifest
+from customops.triton.container import from_release, from_root, read_profile, write_profile
+from customops.triton.manifest import load_manifest
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                 reason="the in-container oracle needs root (chroot in a mount namespace)")
@@ -414,7 +414,7 @@ def test_a_profile_checks_loading_exactly_as_the_container_does(repo, tmp_path):
     moved = tmp_path / "checkout"
     shutil.move(str(repo.models), moved)  # CI has a checkout and the profile, not the container
     shutil.rmtree(repo.root)
-    from customops.check import default_mounts
+    from customops.app.check import default_mounts
 
     via_profile = read_profile(str(profile), str(tmp_path / "cache"))
     result = run_check([str(moved)], load_manifest(str(moved / "customops.toml")), via_profile,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from oracle import confirm_check
 
-from customops.check import run_check
-from customops.container import from_root
-from customops.manifest import load_manifest
+from customops.app.check import run_check
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
 from fixtures.example import install
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from customops.check import default_mounts, run_check
-from customops.container import from_root, read_profile, write_profile
-from customops.manifest import load_manifest
+from customops.app.check import default_mounts, run_check
+from customops.triton.container import from_root, read_profile, write_profile
+from customops.triton.manifest import load_manifest
 from fixtures.example import install
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "model_repository"

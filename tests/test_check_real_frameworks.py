@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from customops.check import run_check
+from customops.app.check import run_check
 from customops.codes import Severity
-from customops.container import from_root
-from customops.manifest import load_manifest
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
 from fixtures import real_container
 from fixtures.real_container import place
 
@@ -142,8 +142,8 @@ def co406(result) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_torch_namespaces_are_read_from_the_symbol_table(torch_ops):
-    from customops.scanners.elf import open_mapped, parse_elf, symtab_strings
-    from customops.scanners.registrations import static_registrations
+    from customops.elf.reader import open_mapped, parse_elf, symtab_strings
+    from customops.inspect.registrations import static_registrations
 
     def torch_blocks(name: str) -> set[tuple[str, str]]:
         path = str(torch_ops / f"lib{name}.so")
@@ -165,14 +165,14 @@ def test_a_second_torch_library_for_one_namespace_aborts_as_predicted(real_root,
     real_ok, _ = really_loads(f"import torch; torch.ops.load_library({str(a)!r}); "
                                     f"torch.ops.load_library({str(b)!r})")
     assert not real_ok
-    from customops.probe import probe_load
+    from customops.probe.frameworks import probe_load
 
     probed = probe_load(str(b), after=(str(a),), timeout=240, framework="torch")
     assert probed.status == "crashed" and finding.predicted in probed.message
 
 
 def test_a_torch_probe_reports_the_schemas_each_library_registers(torch_ops):
-    from customops.probe import probe_load
+    from customops.probe.frameworks import probe_load
 
     a, frag = torch_ops / "liblabops_a.so", torch_ops / "liblabops_frag.so"
     assert probe_load(str(a), framework="torch", timeout=240).registered == ("labops::add_one", "labops::twice")
@@ -181,7 +181,7 @@ def test_a_torch_probe_reports_the_schemas_each_library_registers(torch_ops):
 
 
 def test_a_tensorflow_probe_reports_the_ops_a_published_library_registers_and_a_copy_registers_none(tmp_path):
-    from customops.probe import probe_load
+    from customops.probe.frameworks import probe_load
 
     ngrams = package("tensorflow_text") / "python" / "ops" / "_ngrams_op.so"
     copy = tmp_path / ngrams.name
@@ -314,7 +314,7 @@ def extensions_library() -> Path:
 
 
 def test_an_onnxruntime_probe_reports_the_domains_and_ops_a_published_library_registers(tmp_path):
-    from customops.probe import probe_load
+    from customops.probe.frameworks import probe_load
 
     library = extensions_library()
     probed = probe_load(str(library), framework="onnxruntime", timeout=240)
@@ -332,7 +332,7 @@ def test_an_onnxruntime_probe_reports_the_domains_and_ops_a_published_library_re
 
 
 def test_one_onnxruntime_op_library_registered_twice_in_one_session_fails_as_the_probe_sees(tmp_path):
-    from customops.probe import probe_group
+    from customops.probe.frameworks import probe_group
 
     library = extensions_library()
     copy = tmp_path / library.name
@@ -352,7 +352,7 @@ def test_one_onnxruntime_op_library_registered_twice_in_one_session_fails_as_the
 # check --probe: the real frameworks load the plan's op libraries in isolated child processes.
 
 def probing(tmp_path: Path, python: str = sys.executable):  # type: ignore[no-untyped-def]
-    from customops.scanners.probes import ProbeSettings
+    from customops.probe.groups import ProbeSettings
 
     return ProbeSettings(python, None, timeout=240, cache_dir=tmp_path / "probe-cache")
 

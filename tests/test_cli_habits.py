@@ -69,9 +69,9 @@ def check(example, *args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def example_result(example):  # type: ignore[no-untyped-def]
-    from customops.check import run_check
-    from customops.container import from_root
-    from customops.manifest import load_manifest
+    from customops.app.check import run_check
+    from customops.triton.container import from_root
+    from customops.triton.manifest import load_manifest
 
     repo, container = example
     return run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(container)), ())

@@ -10,9 +10,9 @@ from conftest import needs_fixture, toolchains_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from customops.elf.reader import FileIdentity, parse_elf
+from customops.elf.summary import scan_record
 from customops.errors import ElfError
-from customops.scan import scan_record
-from customops.scanners.elf import FileIdentity, parse_elf
 from fixtures.build import why_unavailable
 
 ALL_SEEDS = ("e/libvuser.so", "elf/libkinds.so", "elf/libkinds32.so", "elf/libbe.so", "elf/libsysv.so",

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from customops.elf.reader import FileIdentity, parse_elf
 from customops.errors import ElfError, InputError
-from customops.manifest import load_manifest
-from customops.repository import read_model
-from customops.scanners.elf import FileIdentity, parse_elf
-from customops.scanners.ldcache import parse_ld_cache
-from customops.scanners.onnxmodel import model_ops
-from customops.scanners.tfmodel import model_ops as tf_model_ops
+from customops.inspect.onnxmodel import model_ops
+from customops.inspect.tfmodel import model_ops as tf_model_ops
+from customops.linker.ldcache import parse_ld_cache
+from customops.triton.manifest import load_manifest
+from customops.triton.repository import read_model
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*"))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from customops.serverargs import parse, with_plugins
+from customops.triton.serverargs import parse, with_plugins
 
 HERE = Path(__file__).resolve().parent
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
 
-from customops.scanners.linker import NOT_FOUND, Dlopen, Environment, Scenario, _Scope
+from customops.linker.simulate import NOT_FOUND, Dlopen, Environment, Scenario, _Scope
 from fixtures.chain import chain, diamonds, fan_out, function_of, write_graph
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from oracle import assert_same_as_per_symbol, compare_bindings, run_with_ld_debug
 
-from customops.scanners.linker import Dlopen, Scenario
+from customops.linker.simulate import Dlopen, Scenario
 
 pytestmark = pytest.mark.frameworks
 PYTHON = os.path.realpath(sys.executable)

@@ -4,7 +4,7 @@ import re
 
 from oracle import agree
 
-from customops.scanners.linker import Dlopen, Environment, Scenario
+from customops.linker.simulate import Dlopen, Environment, Scenario
 
 
 def test_a_missing_version_node_fails_the_load(linker, loader, tree):

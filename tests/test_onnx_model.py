@@ -1,4 +1,4 @@
-"""The ONNX reader (customops/scanners/onnxmodel.py) against models written by the onnx package itself."""
+"""The ONNX reader (customops/inspect/onnxmodel.py) against models written by the onnx package itself."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from customops.scanners.onnxmodel import model_ops
+from customops.inspect.onnxmodel import model_ops
 
 onnx = pytest.importorskip("onnx")
 helper = onnx.helper

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from customops.probe import probe_load
+from customops.probe.frameworks import probe_load
 
 
 def test_a_library_loads_and_is_reported(tree):

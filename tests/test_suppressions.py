@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from customops.app.suppressions import parse_directives, selected
 from customops.cli import main
-from customops.suppressions import parse_directives, selected
 from fixtures.example import install
 
 ROOT = Path(__file__).resolve().parent.parent

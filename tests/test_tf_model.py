@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from customops.errors import InputError
-from customops.scanners.protowire import DamagedModel
-from customops.scanners.tfmodel import model_ops
+from customops.inspect.protowire import DamagedModel
+from customops.inspect.tfmodel import model_ops
 
 
 def field(number: int, value: bytes) -> bytes:

@@ -33,20 +33,22 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 with atheris.instrument_imports(include=["customops"]):
-    from customops import cachedir, cleanup, launch_cache, profile
+    from customops import cachedir, cleanup
+    from customops.app import launch_cache
     from customops.commands.check import cached_report
+    from customops.elf.cache import ElfReader, StaleEntry, _CachedParser, decode_fact, encode_entry
+    from customops.elf.reader import ElfInfo, FileIdentity, gnu_hashes, parse_elf
+    from customops.elf.summary import scan_record
     from customops.errors import ElfError, InputError
-    from customops.manifest import load_manifest
-    from customops.repository import read_model
-    from customops.scan import scan_record
-    from customops.scanners import probes
-    from customops.scanners.elf import ElfInfo, FileIdentity, gnu_hashes, parse_elf
-    from customops.scanners.elfcache import ElfReader, StaleEntry, _CachedParser, decode_fact, encode_entry
-    from customops.scanners.ldcache import parse_ld_cache
-    from customops.scanners.linker import Dlopen, Environment, Linker, Scenario
-    from customops.scanners.onnxmodel import model_ops
-    from customops.scanners.target import live_target
-    from customops.scanners.tfmodel import model_ops as tf_model_ops
+    from customops.inspect.onnxmodel import model_ops
+    from customops.inspect.tfmodel import model_ops as tf_model_ops
+    from customops.linker.ldcache import parse_ld_cache
+    from customops.linker.simulate import Dlopen, Environment, Linker, Scenario
+    from customops.linker.target import live_target
+    from customops.probe import groups as probes
+    from customops.triton import profile
+    from customops.triton.manifest import load_manifest
+    from customops.triton.repository import read_model
 
 from oracle import assert_same_as_per_symbol  # noqa: E402
 
