@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from customops.app.suppressions import parse_directives, selected
+from customops.app.suppressions import parse_directives
 from customops.cli import main
+from customops.selection import selected
 from fixtures.example import install
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,49 +20,29 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from customops import safeio
 from customops.codes import CODES
+from customops.comments import uncommented
 from customops.errors import InputError
 from customops.findings import Finding, Suppression, sort_key, suppressed
+from customops.selection import selected
 
 if TYPE_CHECKING:
     from customops.triton.manifest import Ignore, Manifest
     from customops.triton.repository import Model
 
-SELECTOR = re.compile(r"CO[0-9]{0,3}")
 UNUSED = "CO107"
 PROBE_ONLY = frozenset({"CO409", "CO507"})  # produced only by --probe
 NEEDS_FILES = frozenset({"CO408"})  # needs the container's own files (a root), not a profile's skeleton
 DIRECTIVE = re.compile(r"customops:\s*(?P<kind>ignore-file|ignore)\s*\[(?P<codes>[^\]]*)\](?P<rest>.*)")
 SHOWN = 120  # the most of a comment a CO107 message quotes
-TOML_CODE = re.compile(r"""(?:^|[\s{,])(?P<key>["']?code["']?)\s*=\s*(?:"(?P<double>[^"]*)"|'(?P<single>[^']*)')""")
 
 
 # -- selection -----------------------------------------------------------------------------------------
-
-
-def parse_selectors(values: Iterable[str], where: str) -> tuple[str, ...]:
-    """Codes and prefixes from comma-separated values (`CO3,CO401`); ValueError naming an unknown one."""
-    selectors = []
-    for value in values:
-        for piece in (p.strip() for p in value.split(",")):
-            if not piece:
-                continue
-            if not SELECTOR.fullmatch(piece) or not any(code.startswith(piece) for code in CODES):
-                raise ValueError(f"{where}: unknown code or prefix {piece!r} (customops explain lists the codes)")
-            selectors.append(piece)
-    return tuple(selectors)
-
-
-def selected(code: str, select: tuple[str, ...] | None, ignore: tuple[str, ...]) -> bool:
-    """As ruff: the longest selector matching the code decides; a tie goes to ignore. No select: all."""
-    chosen = max((len(s) for s in (select if select is not None else ("CO",)) if code.startswith(s)), default=-1)
-    dropped = max((len(s) for s in ignore if code.startswith(s)), default=-1)
-    return chosen > dropped
 
 
 def with_options(manifest: Manifest, select: tuple[str, ...] | None, ignore: tuple[str, ...]) -> Manifest:
@@ -72,52 +52,6 @@ def with_options(manifest: Manifest, select: tuple[str, ...] | None, ignore: tup
 
 
 # -- where things are written ----------------------------------------------------------------------------
-
-
-def _uncommented(line: str, literal: str = "") -> tuple[str, str | None]:
-    """A line's text before its comment, and the comment after `#` (None without one): a `#` inside a
-    quoted string ("...", '...') starts none. Backslash escapes in either, except the `literal` quote
-    (TOML's '...')."""
-    quote = None
-    escaped = False
-    for i, c in enumerate(line):
-        if quote is not None:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = quote != literal
-            elif c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c == "#":
-            return line[:i], line[i + 1:]
-    return line, None
-
-
-def manifest_code_lines(text: str) -> list[tuple[str, int, int]]:
-    """(code, line, column) of every `code = "..."` key in the manifest's text, in order: tomllib gives no
-    lines, and only [check] ignore tables have a `code` key (the manifest's keys are strict)."""
-    found = []
-    for number, line in enumerate(text.split("\n"), 1):
-        before, _comment = _uncommented(line, literal="'")
-        found += [(m["double"] if m["double"] is not None else m["single"], number, m.start("key") + 1)
-                  for m in TOML_CODE.finditer(before)]
-    return found
-
-
-def entry_lines(text: str, codes: list[str]) -> list[tuple[int | None, int | None]]:
-    """The (line, column) of each ignore table (given by its code, in the manifest's order): the n-th table
-    with a code is where the n-th `code = "..."` naming it is."""
-    by_code: dict[str, list[tuple[int, int]]] = {}
-    for code, line, column in manifest_code_lines(text):
-        by_code.setdefault(code, []).append((line, column))
-    seen: dict[str, int] = {}
-    places: list[tuple[int | None, int | None]] = []
-    for code in codes:
-        n = seen[code] = seen.get(code, -1) + 1
-        places.append(by_code[code][n] if n < len(by_code.get(code, ())) else (None, None))
-    return places
 
 
 @dataclass(frozen=True)
@@ -138,7 +72,7 @@ class Directive:
 def parse_directives(text: str, path: str) -> list[Directive]:
     directives = []
     for number, line in enumerate(text.split("\n"), 1):
-        before, comment = _uncommented(line)
+        before, comment = uncommented(line)
         column = len(before) + 1
         if comment is None or not comment.strip().startswith("customops:"):
             continue

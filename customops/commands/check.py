@@ -91,7 +91,8 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
         raise CustomopsError("no model repository given")
     if args.statistics and args.format != "text":
         wrong("--statistics applies to the text report only (the other formats list every finding)")
-    from customops.app.suppressions import parse_selectors, with_options
+    from customops.app.suppressions import with_options
+    from customops.selection import parse_selectors
 
     try:
         select = parse_selectors(args.select, "--select") if args.select is not None else None

@@ -31,7 +31,9 @@ from dataclasses import dataclass, replace
 
 from customops import safeio
 from customops.codes import CODES, Severity
+from customops.comments import uncommented
 from customops.errors import InputError, printable
+from customops.selection import parse_selectors
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -138,7 +140,6 @@ def load_manifest(path: str | None) -> Manifest:
         fail_on = Severity.parse(data.get("check", {}).get("fail-on", "error"))
     except ValueError as exc:
         raise fail(f"[check] fail-on: {exc}") from None
-    from customops.app.suppressions import entry_lines, parse_selectors
 
     def selectors(key: str, values: list) -> tuple[str, ...]:  # type: ignore[type-arg]
         if not all(isinstance(v, str) for v in values):
@@ -224,3 +225,31 @@ def find_manifest(repositories: list[str]) -> str | None:
     """customops.toml of the first repository that has one: in the repository or a directory above it, up
     to its checkout's root."""
     return discover(repositories, MANIFEST_NAME, "a manifest", "--manifest")
+
+
+TOML_CODE = re.compile(r"""(?:^|[\s{,])(?P<key>["']?code["']?)\s*=\s*(?:"(?P<double>[^"]*)"|'(?P<single>[^']*)')""")
+
+
+def manifest_code_lines(text: str) -> list[tuple[str, int, int]]:
+    """(code, line, column) of every `code = "..."` key in the manifest's text, in order: tomllib gives no
+    lines, and only [check] ignore tables have a `code` key (the manifest's keys are strict)."""
+    found = []
+    for number, line in enumerate(text.split("\n"), 1):
+        before, _comment = uncommented(line, literal="'")
+        found += [(m["double"] if m["double"] is not None else m["single"], number, m.start("key") + 1)
+                  for m in TOML_CODE.finditer(before)]
+    return found
+
+
+def entry_lines(text: str, codes: list[str]) -> list[tuple[int | None, int | None]]:
+    """The (line, column) of each ignore table (given by its code, in the manifest's order): the n-th table
+    with a code is where the n-th `code = "..."` naming it is."""
+    by_code: dict[str, list[tuple[int, int]]] = {}
+    for code, line, column in manifest_code_lines(text):
+        by_code.setdefault(code, []).append((line, column))
+    seen: dict[str, int] = {}
+    places: list[tuple[int | None, int | None]] = []
+    for code in codes:
+        n = seen[code] = seen.get(code, -1) + 1
+        places.append(by_code[code][n] if n < len(by_code.get(code, ())) else (None, None))
+    return places
