@@ -28,7 +28,6 @@ FILENAME_BACKEND = {
     "model.pt": ("pytorch", "pytorch_libtorch"), "model.pt2": ("pytorch", "torch_aoti"),
     "model.xml": ("openvino", ""), "model.py": ("python", ""),
 }
-SKIPPED_DIRS = {"warmup", "initial_state", "configs"}
 VERSION_DIR = re.compile(r"^(0|[1-9][0-9]*)$")
 
 
