@@ -3,7 +3,8 @@
 - Torch: TORCH_LIBRARY / TORCH_LIBRARY_FRAGMENT / TORCH_LIBRARY_IMPL blocks leave local symbols in `.symtab`
   (`TORCH_LIBRARY_init_<ns>`, `TORCH_LIBRARY_static_init_<ns>`, `..._FRAGMENT_..._<ns>_<n>`,
   `..._IMPL_..._<ns>_<DispatchKey>_<n>`); names are found in the raw `.strtab` and demangled. Exact while
-  `.symtab` is there; a stripped library says nothing (frameworks.md §4.3).
+  `.symtab` is there; a stripped library says nothing (the macros' static initialisers are local symbols,
+  torch/library.h).
 - ONNX Runtime: the `RegisterCustomOps` export ORT dlsym()s (exact).
 - TensorRT: imports of `getPluginRegistry` or the TensorRT 10 plugin-library exports (`getCreators`,
   `getPluginCreators`, `setLoggerFinder`) mark a plugin library; creator names are not readable statically.

@@ -1,6 +1,6 @@
 """The model repository as Triton core reads it: configs, backend resolution, version directories.
 
-Rules from triton.md §1.5-1.7 (core `src/model_config_utils.cc` AutoCompleteBackendFields and
+Rules of Triton core (`src/model_config_utils.cc` AutoCompleteBackendFields and
 ValidateModelConfig, `model_lifecycle.cc` VersionsToLoad, `model_repository_manager.cc`
 GetModelConfigFullPath). Errors carry Triton's own text in `Problem.predicted`.
 """
