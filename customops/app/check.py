@@ -7,18 +7,18 @@ from dataclasses import dataclass, field, replace
 
 from customops import progress
 from customops.app import suppressions
+from customops.app.planning import build_plan
+from customops.app.scenario import pair_outcomes, scenario_for
 from customops.elf.cache import ElfReader
 from customops.findings import Finding
-from customops.linker.simulate import Dlopen, Environment, Linker, Prediction, Scenario
+from customops.linker.simulate import Linker, Prediction, StepOutcome
 from customops.probe.groups import ProbeSettings
 from customops.triton import mounts
 from customops.triton.container import Container
-from customops.triton.loaders import backend, host, onnxruntime, pytorch, tensorflow, tensorrt
 from customops.triton.manifest import Manifest
-from customops.triton.plan import Context, LoaderResult, LoadPlan, LoadStep, merge
+from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.repository import Model, read_repository
 
-FRAMEWORK_LOADERS = {"tensorflow": tensorflow, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrt": tensorrt}
 STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")
 
 
@@ -31,7 +31,7 @@ class CheckResult:
     suppressed: list[Finding]
     container: Container
     notes: list[str] = field(default_factory=list)
-    step_outcomes: list[tuple[LoadStep, object]] = field(default_factory=list)
+    step_outcomes: list[tuple[LoadStep, StepOutcome]] = field(default_factory=list)
     manifest: str | None = None  # the customops.toml used (absolute), if any
     profile: str | None = None  # the container profile checked against (absolute), if any
 
@@ -71,7 +71,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     plan, findings, unchecked = build_plan(models, ctx)
     notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None
-    step_outcomes: list[tuple[LoadStep, object]] = []
+    step_outcomes: list[tuple[LoadStep, StepOutcome]] = []
     if container.target is not None:
         target = container.target
         executable = container.server
@@ -83,10 +83,10 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
             progress.stage("modelling the server's loads")
             scenario = scenario_for(plan, executable, ctx, extra_preload)
             prediction = Linker(target, reader).run(scenario)
-            step_outcomes = pair_outcomes(plan, prediction)
+            step_outcomes = pair_outcomes(plan, prediction, extra_preload)
             from customops.rules import run_rules
 
-            findings += run_rules(plan, prediction, step_outcomes, ctx, reader, models)
+            findings += run_rules(plan, prediction, list[tuple[LoadStep, object]](step_outcomes), ctx, reader, models)
         notes += [f"assumed: {a}" for a in target.assumptions]
     else:
         notes += [f"not checked: {m}" for m in container.facts.missing]
@@ -119,73 +119,6 @@ def _located_in_checkout(findings: list[Finding], models: list[Model], repositor
             f = replace(f, file=configs[f.model or ""], line=None, column=None)
         located.append(f)
     return located
-
-
-def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding], list[str]]:
-    """The plan, the findings made while building it, and notes on what a facts-only container leaves
-    unchecked (its backend directory cannot be looked into)."""
-    findings: list[Finding] = []
-    assumed: dict[str, list[str]] = {}
-    unknown: list[str] = []
-    for model in models:
-        for problem in model.problems:
-            findings.append(Finding(problem.code, problem.message, model=model.name, file=model.config_path,
-                                    line=problem.line, column=problem.column, predicted=problem.predicted or None,
-                                    hint=problem.hint))
-    results: list[LoaderResult] = [host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx),
-                                   tensorrt.process(ctx)]
-    loaded_libraries: set[str] = set()
-    for model in models:
-        if not model.loadable or not model.backend:
-            continue
-        lookup = backend.library_for(model, ctx)
-        if lookup.missing is not None:
-            findings.append(lookup.missing)
-        if lookup.unknown:
-            unknown.append(model.name)
-        if lookup.library is None:
-            continue
-        library = lookup.library
-        if lookup.assumed:
-            assumed.setdefault(model.backend, []).append(model.name)
-        first = library not in loaded_libraries
-        loaded_libraries.add(library)
-        results.append(backend.for_model(model, ctx, library, first and not lookup.assumed))  # assumed: no file
-        loader = FRAMEWORK_LOADERS.get(model.backend)
-        if loader is not None:
-            results.append(loader.for_model(model, ctx, library, first))
-    plan = merge(results)
-    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
-    notes = [f"assumed: the container ships the {name} backend in {backend_dir}/{name} (from the container's "
-             f"facts; its libraries are not checked), for {', '.join(sorted(names))}"
-             for name, names in sorted(assumed.items())]
-    if unknown:
-        notes.append(f"not checked: the backend library of {', '.join(sorted(unknown))}: it is not in the model "
-                     f"directory and the container's {backend_dir} cannot be looked into (use --container-root or a "
-                     "profile with the container's libraries)")
-    return plan, findings + list(plan.findings), notes
-
-
-def scenario_for(plan: LoadPlan, executable: str, ctx: Context, extra_preload: str | None = None) -> Scenario:
-    """The server process: LD_PRELOAD and LD_LIBRARY_PATH as launch sets them, then the dlopen steps."""
-    preload = ":".join(p for p in (extra_preload, plan.ld_preload) if p) or None
-    library_path = ":".join(plan.library_path) or None
-    env = Environment(library_path=library_path, preload=preload, cwd=ctx.server_cwd)
-    steps = tuple(Dlopen(s.path, lazy=s.lazy, calls=s.entry_points, caller=s.caller,
-                         label=f"{s.model or ''}:{s.purpose}") for s in plan.dlopens)
-    return Scenario(executable, env, steps)
-
-
-def pair_outcomes(plan: LoadPlan, prediction: Prediction) -> list[tuple[LoadStep, object]]:
-    """Each plan step with the model's outcome for it (preloads first, then dlopens, in order)."""
-    pairs: list[tuple[LoadStep, object]] = []
-    preload_outcomes = [o for o in prediction.outcomes if o.kind == "preload"]
-    dlopen_outcomes = [o for o in prediction.outcomes if o.kind == "dlopen"]
-    for step, outcome in zip(plan.preloads, preload_outcomes, strict=False):
-        pairs.append((step, outcome))
-    for step, outcome in zip(plan.dlopens, dlopen_outcomes, strict=False):
-        pairs.append((step, outcome))
-    return pairs
 
 
 def default_mounts(repositories: list[str], container: Container, explicit: tuple[tuple[str, str], ...] = (),

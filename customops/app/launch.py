@@ -133,33 +133,17 @@ def _manifest(repositories: tuple[str, ...], root: str, manifest_path: str | Non
     return load_manifest(manifest_path or find_manifest([r for r in host_repositories if r and os.path.isdir(r)]))
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """The container as far as the environment depends on it, for Context: its root and backend directory
-    (what Context.container_path and the loaders' process() read); nothing in it is parsed."""
-
-    root: str
-    backend_dir: str
-
-    @property
-    def target(self) -> _Layout:
-        return self
-
-    @property
-    def is_live(self) -> bool:
-        return self.root == "/"
-
-
 def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tuple[tuple[str, str], ...],
              environ: dict[str, str], existing_preload: str) -> tuple[list[str], dict[str, str], list[str]]:
     """(argv, the variables customops sets, the arguments it added), from the manifest's process-wide loaders
     (the preloads, LD_LIBRARY_PATH and TensorRT plugins the check's plan has too), the server's arguments and
     the current environment."""
-    from customops.triton.loaders import host, pytorch, tensorflow, tensorrt
+    from customops.triton.container import layout_only
+    from customops.triton.loaders import process_wide
 
     args = parse(server_argv)
-    ctx = Context(_Layout(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY), manifest, mounts)
-    plan = merge([host.process(ctx), tensorflow.process(ctx), pytorch.process(ctx), tensorrt.process(ctx)])
+    ctx = Context(layout_only(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY), manifest, mounts)
+    plan = merge(process_wide(ctx))
     ours = [s.path for s in plan.preloads]
     for path in ours:
         if " " in path or ":" in path or not path.startswith("/") or CONTROL.search(path):
@@ -179,7 +163,7 @@ def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tupl
     return argv, environment, [a for a in argv if a not in server_argv]
 
 
-def _plugins(manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+def _plugins(manifest: Manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     if manifest.trt_load != "backend-config":
         return ()
     return tuple(container_of(root, p, mounts) for p in manifest.trt_plugins)

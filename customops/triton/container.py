@@ -1,6 +1,6 @@
 """The target container's facts: where Triton lives, which backends and framework versions it ships,
 and the glibc/libstdc++ version maxima its libraries provide. Read from the files, never from a table,
-when a container root is available (triton.md §4 recommends exactly that); `--triton-release` falls
+when a container root is available (the files are the truth; tables drift); `--triton-release` falls
 back to a small table of verified facts and says which checks it cannot run.
 """
 
@@ -11,13 +11,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from customops import safeio
-from customops.elf.cache import ElfReader
-from customops.elf.summary import version_key
 from customops.errors import InputError
 from customops.linker.target import LinkerTarget, live_target, target_for_root
 from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
+
+if TYPE_CHECKING:  # the ELF reader brings numpy: launch's cached start uses only the dataclasses (layout_only)
+    from customops.elf.cache import ElfReader
 
 TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
@@ -50,7 +52,17 @@ class Container:
     server_args: tuple[str, ...] = field(default=())
 
 
+def layout_only(root: str, backend_dir: str = DEFAULT_BACKEND_DIR) -> Container:
+    """The container known only by where it lies (its root and backend directory), nothing read: what the
+    process-wide loaders need to place the manifest's libraries (paths only), cheaply."""
+    target = LinkerTarget(os.path.abspath(root), system_dirs=(), search_subdirs=(), lib_token="", platform="",
+                          cache=None)
+    return Container(ContainerFacts(), target, backend_dir)
+
+
 def from_root(root: str, backend_dir: str = DEFAULT_BACKEND_DIR, reader: ElfReader | None = None) -> Container:
+    from customops.elf.cache import ElfReader
+
     target = live_target() if os.path.abspath(root) == "/" else target_for_root(root)
     reader = reader or ElfReader()
     facts = read_facts(target, backend_dir, reader)
@@ -94,9 +106,10 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
     for soname, families in (("libc.so.6", ("GLIBC",)), ("libstdc++.so.6", ("GLIBCXX", "CXXABI"))):
         path = target.cache.lookup(soname, 62, 64) if target.cache else None
         path = path or next((f"{d}/{soname}" for d in target.system_dirs if host(f"{d}/{soname}")), None)
-        if not path or not host(path):
+        found = host(path) if path else None
+        if found is None:
             continue
-        maxima = _definition_maxima(reader, host(path))  # type: ignore[arg-type]
+        maxima = _definition_maxima(reader, found)
         if "GLIBC" in families:
             glibc = maxima.get("GLIBC")
         else:
@@ -123,6 +136,8 @@ def _read_text(path: str) -> str | None:
 
 
 def _definition_maxima(reader: ElfReader, path: str) -> dict[str, str]:
+    from customops.elf.summary import version_key
+
     best: dict[str, tuple[tuple[int, ...], str]] = {}
     for definition in reader.read(path).version_definitions:
         key = version_key(definition.name)

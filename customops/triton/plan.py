@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from customops import chroot
 from customops.findings import Finding
+from customops.triton.container import Container
+from customops.triton.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,8 @@ def merge(results: list[LoaderResult]) -> LoadPlan:
 class Context:
     """What every loader reads: the container, the manifest, and where the repository is mounted."""
 
-    container: object  # customops.triton.container.Container
-    manifest: object  # customops.triton.manifest.Manifest
+    container: Container
+    manifest: Manifest
     mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory)
     server_cwd: str = "/opt/tritonserver"  # the NGC images' working directory; relative dlopen paths start here
     server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
@@ -114,7 +116,7 @@ class Context:
         for container_dir, host_dir in sorted(self.mounts, key=lambda m: -len(m[1])):
             if host_path == host_dir or host_path.startswith(host_dir.rstrip("/") + "/"):
                 return container_dir.rstrip("/") + host_path[len(host_dir.rstrip("/")):]
-        target = self.container.target  # type: ignore[attr-defined]
+        target = self.container.target
         if target is not None and not target.is_live and host_path.startswith(target.root.rstrip("/") + "/"):
             return host_path[len(target.root.rstrip("/")):]
         return host_path
@@ -126,7 +128,7 @@ class Context:
         """Whether the path exists in the container; None when that is unknown: only the container's facts
         are known (a release or a facts-only profile) and the path lies outside every mounted directory
         of this machine, whose files are still visible."""
-        target = self.container.target  # type: ignore[attr-defined]
+        target = self.container.target
         if target is not None:
             return target.host_path(container_path) is not None
         mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
@@ -139,7 +141,7 @@ class Context:
         inside the container (chroot.resolve), so a symlink or `..` that leaves the container's view never
         names a file of this machine. A path missing there keeps its plain mapping, for the report, unless
         that names a file here (which the container cannot see): then the path under the root."""
-        target = self.container.target  # type: ignore[attr-defined]
+        target = self.container.target
         root = target.root if target is not None else None
         mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
         plain = chroot.host_of_real(root, mounts, posixpath.normpath(container_path)) or container_path

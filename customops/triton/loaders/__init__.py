@@ -1,1 +1,46 @@
-"""Loaders describe what Triton and each framework load, and how (one module per framework)."""
+"""Loaders describe what Triton and each framework load, and how (one module per framework).
+
+LOADERS is the one registry: the process-wide part of each loader (LD_PRELOAD, LD_LIBRARY_PATH, server
+arguments), in the order launch writes LD_PRELOAD, and the per-model part of each framework backend, which
+runs after Triton core has loaded the model's backend library (customops.triton.loaders.backend).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from customops.triton.loaders import host, onnxruntime, pytorch, tensorflow, tensorrt
+from customops.triton.plan import Context, LoaderResult
+from customops.triton.repository import Model
+
+ProcessLoader = Callable[[Context], LoaderResult]
+ModelLoader = Callable[[Model, Context, str, bool], LoaderResult]  # (model, ctx, backend library, first load)
+
+
+@dataclass(frozen=True)
+class Loader:
+    backend: str | None  # the Triton backend whose models it serves; None: the server process itself
+    process: ProcessLoader | None = None  # what the whole process needs before any model loads
+    for_model: ModelLoader | None = None  # what the backend loads for one of its models
+
+
+LOADERS = (
+    Loader(None, process=host.process),
+    Loader("tensorflow", tensorflow.process, tensorflow.for_model),
+    Loader("pytorch", pytorch.process),
+    Loader("tensorrt", tensorrt.process, tensorrt.for_model),
+    Loader("onnxruntime", for_model=onnxruntime.for_model),
+)
+
+
+def process_wide(ctx: Context) -> list[LoaderResult]:
+    """Every loader's process-wide part, in LD_PRELOAD order (host first)."""
+    return [loader.process(ctx) for loader in LOADERS if loader.process is not None]
+
+
+def for_model(model: Model, ctx: Context, library: str, first: bool) -> list[LoaderResult]:
+    """What the framework behind the model's backend loads for it, once its backend `library` is loaded
+    (`first`: the first model of that library)."""
+    return [loader.for_model(model, ctx, library, first) for loader in LOADERS
+            if loader.backend == model.backend and loader.for_model is not None]

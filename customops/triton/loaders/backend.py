@@ -1,6 +1,6 @@
 """Triton core loading a backend: the library search order, dlopen(RTLD_NOW|RTLD_LOCAL), entry points.
 
-triton.md §1.1-1.3 (core `backend_model.cc`, `shared_library.cc`, `backend_manager.cc`): the library is
+Triton core src/backend_model.cc, src/shared_library.cc and src/backend_manager.cc: the library is
 `runtime` or `libtriton_<backend>.so`, searched in <model>/<version>/, <model>/, <backend_dir>/<backend>/
 (first existing file wins); a Python-based backend is <backend_dir>/<backend>/model.py served by
 libtriton_python.so; TRITONBACKEND_ModelInstanceExecute is the one required entry point.
@@ -38,8 +38,8 @@ class BackendLookup:
 def library_for(model: Model, ctx: Context) -> BackendLookup:
     """The backend library Triton will dlopen for this model (a container path) and every path it tries,
     or the finding that says why there is none."""
-    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
-    facts = ctx.container.facts  # type: ignore[attr-defined]
+    backend_dir = ctx.container.backend_dir
+    facts = ctx.container.facts
     model_dir = ctx.container_path(model.path)
     version_dir = f"{model_dir}/{model.versions[0]}" if model.versions else None
     libname = model.runtime or f"libtriton_{model.backend}.so"
@@ -67,7 +67,7 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
             searched.append(candidate)
             if ctx.exists(candidate):
                 return BackendLookup(candidate, tuple(searched))
-        if ctx.container.target is None:  # type: ignore[attr-defined]
+        if ctx.container.target is None:
             return BackendLookup(None, tuple(searched), unknown=True)
         message = (f"unable to find Python backend based backend library 'libtriton_python.so' for model "
                    f"'{model.name}', searched: " + " ".join(f"'{p}'" for p in searched))
@@ -98,7 +98,7 @@ def _did_you_mean(model: Model, ctx: Context, absent: bool) -> str:
     """For a backend name that is close to one the container ships (`onnxruntme`): the likely intended one."""
     if absent or model.runtime:
         return ""
-    facts = ctx.container.facts  # type: ignore[attr-defined]
+    facts = ctx.container.facts
     known = sorted(set(facts.backends) | ({*FRAMEWORKS} - set(facts.absent_backends) if not facts.backends else set()))
     close = difflib.get_close_matches(model.backend or "", known, n=1)
     return f" (did you mean backend '{close[0]}'?)" if close else ""

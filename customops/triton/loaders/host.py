@@ -7,6 +7,6 @@ from customops.triton.plan import Context, LoaderResult, LoadStep
 
 
 def process(ctx: Context) -> LoaderResult:
-    paths = ctx.manifest.host_preload  # type: ignore[attr-defined]
+    paths = ctx.manifest.host_preload
     return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, "host", "preload", preload=True)
                                     for p in paths))

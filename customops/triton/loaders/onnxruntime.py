@@ -1,7 +1,8 @@
-"""ONNX Runtime backend custom ops (triton.md §3.2).
+"""ONNX Runtime backend custom ops (onnxruntime_backend src/onnxruntime.cc).
 
 For every model instance (ORT session) the backend calls RegisterCustomOpsLibrary: dlopen(RTLD_NOW |
-RTLD_LOCAL), then dlsym("RegisterCustomOps"), which must be exported.
+RTLD_LOCAL), then dlsym("RegisterCustomOps"), which must be exported. The backend has no process-wide
+mechanism: op libraries come only from each model's model_operations.
 """
 
 from __future__ import annotations
@@ -11,10 +12,6 @@ from customops.triton.plan import Context, LoaderResult
 from customops.triton.repository import Model
 
 ENTRY_POINT = "RegisterCustomOps"
-
-
-def process(ctx: Context) -> LoaderResult:
-    return LoaderResult()
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:

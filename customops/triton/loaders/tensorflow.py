@@ -1,4 +1,4 @@
-"""TensorFlow backend custom ops (triton.md §3.1).
+"""TensorFlow backend custom ops (tensorflow_backend src/tensorflow.cc).
 
 model_operations.op_library_filename -> TF_LoadLibrary at model load -> dlopen(RTLD_NOW | RTLD_LOCAL), inside a
 process where the backend has already loaded libtensorflow_framework.so.2 (matched by SONAME). The manifest's
@@ -14,11 +14,11 @@ from customops.triton.repository import Model
 
 
 def process(ctx: Context) -> LoaderResult:
-    paths = ctx.manifest.tensorflow_preload  # type: ignore[attr-defined]
+    paths = ctx.manifest.tensorflow_preload
     if not paths:
         return LoaderResult()
     steps = tuple(LoadStep(ctx.container_path(p), p, "tensorflow", "preload", preload=True) for p in paths)
-    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/tensorflow",),  # type: ignore[attr-defined]
+    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/tensorflow",),
                         library_path_for="the TensorFlow preloads")
 
 

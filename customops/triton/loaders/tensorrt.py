@@ -1,7 +1,7 @@
-"""TensorRT plugin libraries (triton.md §3.4): either LD_PRELOAD, or --backend-config=tensorrt,plugins=a.so;b.so
-(one setting per flag), which the backend dlopen()s (RTLD_NOW | RTLD_LOCAL) in TRITONBACKEND_Initialize, at
-the first TensorRT model load, before its model is deserialized. A plugin that fails to load there is only
-logged; the model then fails at deserialization."""
+"""TensorRT plugin libraries (tensorrt_backend src/tensorrt.cc): either LD_PRELOAD, or
+--backend-config=tensorrt,plugins=a.so;b.so (one setting per flag), which the backend dlopen()s (RTLD_NOW |
+RTLD_LOCAL) in TRITONBACKEND_Initialize, at the first TensorRT model load, before its model is deserialized. A
+plugin that fails to load there is only logged; the model then fails at deserialization."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from customops.triton.repository import Model
 
 def process(ctx: Context) -> LoaderResult:
     manifest = ctx.manifest
-    paths = manifest.trt_plugins  # type: ignore[attr-defined]
+    paths = manifest.trt_plugins
     if not paths:
         return LoaderResult()
-    if manifest.trt_load == "preload":  # type: ignore[attr-defined]
+    if manifest.trt_load == "preload":
         return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, "tensorrt", "preload", preload=True)
                                         for p in paths))
     setting = "tensorrt,plugins=" + ";".join(ctx.container_path(p) for p in paths)
@@ -26,7 +26,7 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
     if not first:
         return LoaderResult()
     manifest = ctx.manifest
-    ours = manifest.trt_plugins if manifest.trt_load == "backend-config" else ()  # type: ignore[attr-defined]
+    ours = manifest.trt_plugins if manifest.trt_load == "backend-config" else ()
     paths = dict.fromkeys([*ctx.server_plugins, *(ctx.container_path(p) for p in ours)])
     return LoaderResult(steps=tuple(
         LoadStep(path, ctx.source(path), "tensorrt", "plugin library", model=model.name, caller=library)

@@ -1,0 +1,53 @@
+"""The load plan of one server process for a set of models: what each loader adds (customops.triton.loaders),
+merged in the server's order, with the findings made while building it."""
+
+from __future__ import annotations
+
+from customops.findings import Finding
+from customops.triton import loaders
+from customops.triton.loaders import backend
+from customops.triton.plan import Context, LoaderResult, LoadPlan, merge
+from customops.triton.repository import Model
+
+
+def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding], list[str]]:
+    """The plan, the findings made while building it, and notes on what a facts-only container leaves
+    unchecked (its backend directory cannot be looked into)."""
+    findings = [Finding(problem.code, problem.message, model=model.name, file=model.config_path,
+                        line=problem.line, column=problem.column, predicted=problem.predicted or None,
+                        hint=problem.hint) for model in models for problem in model.problems]
+    results: list[LoaderResult] = loaders.process_wide(ctx)
+    assumed: dict[str, list[str]] = {}
+    unknown: list[str] = []
+    loaded_libraries: set[str] = set()
+    for model in models:
+        if not model.loadable or not model.backend:
+            continue
+        lookup = backend.library_for(model, ctx)
+        if lookup.missing is not None:
+            findings.append(lookup.missing)
+        if lookup.unknown:
+            unknown.append(model.name)
+        if lookup.library is None:
+            continue
+        library = lookup.library
+        if lookup.assumed:
+            assumed.setdefault(model.backend, []).append(model.name)
+        first = library not in loaded_libraries  # Triton core loads a backend library once per path
+        loaded_libraries.add(library)
+        results.append(backend.for_model(model, ctx, library, first and not lookup.assumed))  # assumed: no file
+        results += loaders.for_model(model, ctx, library, first)
+    plan = merge(results)
+    return plan, findings + list(plan.findings), _unchecked(ctx.container.backend_dir, assumed, unknown)
+
+
+def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[str]) -> list[str]:
+    """Notes on the backends a facts-only container is assumed to ship, and those it cannot say anything of."""
+    notes = [f"assumed: the container ships the {name} backend in {backend_dir}/{name} (from the container's "
+             f"facts; its libraries are not checked), for {', '.join(sorted(names))}"
+             for name, names in sorted(assumed.items())]
+    if unknown:
+        notes.append(f"not checked: the backend library of {', '.join(sorted(unknown))}: it is not in the model "
+                     f"directory and the container's {backend_dir} cannot be looked into (use --container-root or a "
+                     "profile with the container's libraries)")
+    return notes
