@@ -219,15 +219,15 @@ def _rebuild_against(step: LoadStep, framework: str, where: str, ctx: Context) -
     """CO504's fix, naming what the container ships: the version in the framework library's real file name
     (libtensorflow_framework.so.2 -> libtensorflow_framework.so.2.15.0) or a sibling's, else the container's
     version of the step's framework (its facts), else the file it must be built against."""
-    target = ctx.container.target  # type: ignore[attr-defined]
-    names = [os.path.basename(target.resolve(where) or where)]
-    folder = target.host_path(os.path.dirname(where))
+    target = ctx.container.target
+    names = [os.path.basename((target.resolve(where) if target else None) or where)]
+    folder = target.host_path(os.path.dirname(where)) if target else None
     with contextlib.suppress(OSError):
         names += sorted(os.listdir(folder)) if folder else []
     pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
     versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
     major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
-    fact = getattr(ctx.container.facts, step.loader, None)  # type: ignore[attr-defined]
+    fact = getattr(ctx.container.facts, step.loader, None)
     version = (f"{major}.{versions[0]}" if versions else
                fact if isinstance(fact, str) and re.fullmatch(r"\d+(\.\d+)+", fact) else None)
     if version:
@@ -246,10 +246,10 @@ def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context,
     if "::" not in name:
         return None
     namespace = name.split("::", 1)[0]
-    target = ctx.container.target  # type: ignore[attr-defined]
-    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
-    host = target.host_path(outcome.request)
-    if host is None:
+    target = ctx.container.target
+    backend_dir = ctx.container.backend_dir
+    host = target.host_path(outcome.request) if target else None
+    if target is None or host is None:
         return None
     try:
         needed = reader.read(host).needed
