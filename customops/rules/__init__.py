@@ -1,26 +1,23 @@
-"""Rules turn the plan and the linker model's outcomes into findings: one module per family of codes."""
+"""Rules turn the plan and the linker model's outcomes into findings: one module per family of codes.
+
+Every rule module declares CODES (the codes it emits), NEEDS_PREDICTION (whether it needs the linker
+model's prediction, which a facts-only run lacks) and `check(ctx: RuleContext) -> list[Finding]`.
+customops.rules.probed, which merges what --probe observed into these findings, runs after them.
+"""
 
 from __future__ import annotations
 
-from customops.elf.cache import ElfReader
 from customops.findings import Finding
-from customops.linker.simulate import Prediction
 from customops.rules import collisions, hygiene, loading, registrations, versions
-from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.rules.context import RuleContext
+
+RULES = (loading, collisions, versions, hygiene, registrations)  # in the order their findings are reported
 
 
-def run_rules(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
-              reader: ElfReader, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
-    findings = loading.check(plan, prediction, outcomes, ctx, reader)
-    findings += collisions.check(plan, prediction, ctx, reader)
-    findings += versions.check(plan, ctx, reader, loaded=True)
-    findings += versions.string_abi(plan, prediction, ctx, reader)
-    findings += hygiene.check(plan, prediction, ctx, models)
-    findings += registrations.check(plan, reader, ctx, models)
+def run(ctx: RuleContext) -> list[Finding]:
+    """Every rule's findings; a facts-only run (no prediction) skips the rules that need one."""
+    findings: list[Finding] = []
+    for rule in RULES:
+        if ctx.prediction is not None or not rule.NEEDS_PREDICTION:
+            findings += rule.check(ctx)
     return findings
-
-
-def run_fact_rules(plan: LoadPlan, ctx: Context, reader: ElfReader, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
-    """Without the container's libraries: what the custom libraries themselves and the facts can tell."""
-    return (versions.check(plan, ctx, reader, loaded=False) + hygiene.check(plan, None, ctx, models)
-            + registrations.check(plan, reader, ctx, models))

@@ -1,4 +1,5 @@
-"""CO401-CO407: definitions that compete, ranked rather than dumped (linker.md §5, frameworks.md §3).
+"""CO401-CO405 and CO407: definitions that compete, ranked rather than dumped (symbol lookup in glibc's
+elf/dl-lookup.c: the first definition in scope order wins; STB_GNU_UNIQUE is merged process-wide).
 
 Vague-linkage duplicates (weak, same size) are the norm in C++ and are not reported. What is reported:
 strong definitions a preload imposes on other libraries (CO401), strong duplicates between the custom
@@ -8,22 +9,24 @@ framework's symbols (CO404, info), GNU_UNIQUE merging (CO405), and one SONAME fo
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
-from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
+from customops.errors import ElfError
 from customops.findings import Finding
-from customops.linker.simulate import Prediction
-from customops.triton.plan import Context, LoadPlan
+from customops.rules.context import RuleContext
 
+CODES = frozenset({"CO401", "CO402", "CO403", "CO404", "CO405", "CO407"})
+NEEDS_PREDICTION = True
 SHOWN = 10
 
 
-def check(plan: LoadPlan, prediction: Prediction, ctx: Context, reader: ElfReader) -> list[Finding]:
-    custom = {s.path: s for s in (*plan.preloads, *plan.dlopens) if s.purpose != "backend library"}
-    preloaded = {s.path for s in plan.preloads}
-    target = ctx.container.target  # type: ignore[attr-defined]
+def check(ctx: RuleContext) -> list[Finding]:
+    prediction = ctx.prediction
+    assert prediction is not None
+    custom = {s.path: s for s in ctx.custom_steps}
+    preloaded = {s.path for s in ctx.plan.preloads}
+    target = ctx.triton.container.target
     system = tuple(d.rstrip("/") + "/" for d in target.system_dirs) if target else ()
     pairs: dict[tuple[str, str, str], list[bytes]] = defaultdict(list)
     findings: list[Finding] = []
@@ -59,7 +62,7 @@ def check(plan: LoadPlan, prediction: Prediction, ctx: Context, reader: ElfReade
                     pairs[("CO404", op_library, framework)].append(symbol)
     for (code, first, second), symbols in sorted(pairs.items()):
         findings.append(_pair(code, first, second, sorted({demangle(s) for s in symbols}), custom))
-    return findings + _same_soname(prediction, custom, reader)
+    return findings + _same_soname(ctx, custom)
 
 
 def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:  # type: ignore[type-arg]
@@ -78,25 +81,19 @@ def _pair(code: str, first: str, second: str, names: list[str], custom: dict) ->
                                               *(f"symbol: {n}" for n in names[:SHOWN])))
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """ld.so tells files apart by device and inode (_dl_file_id_match_p), not by path."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _same_soname(prediction: Prediction, custom: dict, reader: ElfReader) -> list[Finding]:  # type: ignore[type-arg]
+def _same_soname(ctx: RuleContext, custom: dict) -> list[Finding]:  # type: ignore[type-arg]
+    """ld.so tells files apart by device and inode, not by path (the file identities of FileFacts)."""
+    assert ctx.prediction is not None
+    identity = ctx.files.identities.get
     by_soname: dict[str, dict[tuple[int, int] | None, str]] = defaultdict(dict)
-    for obj in prediction.objects:
+    for obj in ctx.prediction.objects:
         if obj.soname:
-            by_soname[obj.soname][_identity(obj.path)] = obj.name
+            by_soname[obj.soname][identity(obj.path)] = obj.name
     findings = []
     for path, step in custom.items():
-        soname = _soname_of(step.source, reader)
+        soname = _soname_of(step.source, ctx)
         files = by_soname.get(soname or "", {})
-        others = {name for identity, name in files.items() if identity != _identity(step.source)}
+        others = {name for key, name in files.items() if key != identity(step.source)}
         if soname and others:
             findings.append(Finding(
                 "CO407", f"{path} has SONAME {soname}, as a different loaded file does; every DT_NEEDED entry "
@@ -105,10 +102,8 @@ def _same_soname(prediction: Prediction, custom: dict, reader: ElfReader) -> lis
     return findings
 
 
-def _soname_of(path: str, reader: ElfReader) -> str | None:
-    from customops.errors import ElfError
-
+def _soname_of(path: str, ctx: RuleContext) -> str | None:
     try:
-        return reader.read(path).soname
+        return ctx.reader.read(path).soname
     except ElfError:
         return None

@@ -1,4 +1,5 @@
-"""CO307 and CO601: LD_PRELOAD entries ld.so will misread, and libraries others could replace."""
+"""CO307, CO601-CO603: LD_PRELOAD entries ld.so will misread or that reach processes that do not need them,
+libraries others could replace, and libraries from outside the repository and the image."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import os
 import stat
 
 from customops.findings import Finding
-from customops.linker.simulate import Prediction
+from customops.rules.context import RuleContext
 from customops.triton.manifest import CONTROL
-from customops.triton.plan import Context, LoadPlan
+
+CODES = frozenset({"CO307", "CO601", "CO602", "CO603"})
+NEEDS_PREDICTION = False
 
 
-def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
+def check(ctx: RuleContext) -> list[Finding]:
+    plan = ctx.plan
     findings = []
-    secure = _setuid_server(ctx)
+    secure = ctx.files.setuid_server
     for step in plan.preloads:
         problem = None
         if " " in step.path or ":" in step.path:
@@ -28,7 +32,7 @@ def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()
         if problem:
             findings.append(Finding("CO307", f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
                                     library=step.path, file=step.source))
-    python_models = [m.name for m in models if m.backend == "python" or "libtriton_python.so" in " ".join(
+    python_models = [m.name for m in ctx.models if m.backend == "python" or "libtriton_python.so" in " ".join(
         s.path for s in plan.dlopens if s.model == m.name)]
     if plan.preloads and python_models:
         count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"
@@ -36,13 +40,17 @@ def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()
             "CO602", f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
                      f"{', '.join(sorted(python_models))}",
             evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].source))
-    findings += _provenance(plan, ctx)
-    for step in (*plan.preloads, *plan.dlopens):
+    return findings + _provenance(ctx) + _writable(ctx)
+
+
+def _writable(ctx: RuleContext) -> list[Finding]:
+    """CO601 from the file modes read before the rules ran."""
+    findings = []
+    for step in ctx.steps:
         host = step.source
         for path in (host, os.path.dirname(host)):
-            try:
-                mode = os.stat(path).st_mode
-            except OSError:
+            mode = ctx.files.modes.get(path)
+            if mode is None:
                 continue
             if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
                 findings.append(Finding("CO601", f"{path} is writable by {'others' if mode & stat.S_IWOTH else 'group'}"
@@ -51,29 +59,18 @@ def check(plan: LoadPlan, prediction: Prediction | None, ctx: Context, models=()
     return findings
 
 
-def _setuid_server(ctx: Context) -> bool:
-    container = ctx.container
-    target = container.target  # type: ignore[attr-defined]
-    if target is None or not container.server:  # type: ignore[attr-defined]
-        return False
-    host = target.host_path(container.server)  # type: ignore[attr-defined]
-    try:
-        return bool(host and os.stat(host).st_mode & (stat.S_ISUID | stat.S_ISGID))
-    except OSError:
-        return False
-
-
-def _provenance(plan: LoadPlan, ctx: Context) -> list[Finding]:
-    target = ctx.container.target  # type: ignore[attr-defined]
+def _provenance(ctx: RuleContext) -> list[Finding]:
+    triton = ctx.triton
+    target = triton.container.target
     if target is None:
         return []
     trusted = tuple(d.rstrip("/") + "/" for d in (*target.system_dirs, "/opt/tritonserver", "/usr/local"))
-    checkouts = tuple(c.rstrip("/") + "/" for c in ctx.checkouts)
+    checkouts = tuple(c.rstrip("/") + "/" for c in triton.checkouts)
     findings = []
-    for step in (*plan.preloads, *plan.dlopens):
+    for step in ctx.steps:
         source = os.path.abspath(step.source)
         if step.path.startswith(trusted) or source.startswith(checkouts) or any(
-                step.path.startswith(c.rstrip("/") + "/") for c, _h in ctx.mounts):
+                step.path.startswith(c.rstrip("/") + "/") for c, _h in triton.mounts):
             continue
         findings.append(Finding("CO603", f"{step.path} is loaded from outside the model repository and the "
                                          "container's library directories", model=step.model, library=step.path,

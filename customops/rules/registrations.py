@@ -1,6 +1,7 @@
-"""CO406: two libraries one server process loads register the same thing; what happens is the framework's
-own rule (frameworks.md §4, triton.md §3).
+"""CO406 and CO408: what the op libraries register, against each other and against what the models use.
 
+CO406, two libraries one server process loads register the same thing; what happens is the framework's
+own rule:
 - Torch: a second TORCH_LIBRARY for a namespace aborts the process inside dlopen (FRAGMENT and IMPL blocks
   are fine): predicted from the `.symtab` namespaces.
 - TensorFlow: an op library loaded again from another path (same content) registers nothing: its ops are
@@ -9,82 +10,57 @@ own rule (frameworks.md §4, triton.md §3).
 - TensorRT: the same plugin library twice: the second's creators are refused ("Could not register plugin
   creator"); the first wins. Creator names cannot be read statically, so only identical libraries are
   detected; the report says so.
+CO408, a model calls ops that nothing loaded registers. With --probe, customops.rules.probed reports what
+the frameworks observed through duplicate_registration() and unregistered_ops() here.
 """
 
 from __future__ import annotations
 
-import glob
-import io
-import os
-import re
-import zipfile
 from collections import defaultdict
+from typing import Any
 
-from customops import safeio
 from customops.codes import Severity
-from customops.elf.cache import ElfReader
-from customops.elf.reader import symtab_strings
-from customops.errors import ElfError, InputError
 from customops.findings import Finding
-from customops.inspect.onnxmodel import model_ops
-from customops.inspect.registrations import static_registrations
-from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.rules.context import RuleContext
+from customops.triton.plan import LoadStep
+
+CODES = frozenset({"CO406", "CO408"})
+NEEDS_PREDICTION = False
 
 
-def check(plan: LoadPlan, reader: ElfReader, ctx: Context | None = None, models=()) -> list[Finding]:  # type: ignore[no-untyped-def]
-    steps = [s for s in (*plan.preloads, *plan.dlopens) if s.purpose != "backend library"]
-    registrations = {}
-    for step in steps:
-        try:
-            registrations[step] = static_registrations(reader.read(step.source),
-                                                       symtab_strings(step.source, b"TORCH_LIBRARY"))
-        except ElfError:
-            registrations[step] = []
-    findings = _torch(steps, registrations) + _copies(steps, registrations)
-    if ctx is not None:
-        findings += _unregistered_torch_ops(models, registrations, ctx) + _unregistered_onnx_domains(models, ctx)
-    return findings
+def check(ctx: RuleContext) -> list[Finding]:
+    steps = list(ctx.custom_steps)
+    registrations = {step: ctx.files.registrations.get(step.source, ()) for step in steps}
+    return (_torch(steps, registrations) + _copies(steps, registrations, ctx)
+            + _unregistered_torch_ops(ctx, registrations) + _unregistered_onnx_domains(ctx))
 
 
-TORCHSCRIPT_OP = re.compile(rb"\bops\.(\w+)\.(\w+)\(")
+def duplicate_registration(message: str, **about: Any) -> Finding:
+    """CO406 as a probe observed it (customops.rules.probed)."""
+    return Finding("CO406", message, **about)
 
 
-def torchscript_ops(archive: str) -> set[tuple[str, str]]:
-    """(namespace, op) of every `ops.<ns>.<op>(` call in a TorchScript archive's serialized code."""
-    found: set[tuple[str, str]] = set()
-    try:
-        with zipfile.ZipFile(io.BytesIO(safeio.map_regular(archive, safeio.MODEL_FILE_LIMIT))) as z:
-            for name in z.namelist():
-                if "/code/" in f"/{name}" and name.endswith(".py"):
-                    with z.open(name) as member:  # read bounded: the archive's own sizes may lie (a zip bomb)
-                        code = member.read(safeio.ARCHIVE_MEMBER_LIMIT + 1)
-                    if len(code) > safeio.ARCHIVE_MEMBER_LIMIT:
-                        continue
-                    found.update((ns.decode(), op.decode()) for ns, op in TORCHSCRIPT_OP.findall(code))
-    except (OSError, InputError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError, NotImplementedError):
-        return set()
-    return found
+def unregistered_ops(message: str, **about: Any) -> Finding:
+    """CO408 as a probe observed it (customops.rules.probed)."""
+    return Finding("CO408", message, **about)
 
 
-def _unregistered_torch_ops(models, registrations: dict, ctx: Context) -> list[Finding]:  # type: ignore[no-untyped-def,type-arg]
+def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Finding]:  # type: ignore[type-arg]
     """CO408: a TorchScript model calls ops of a namespace that neither a loaded op library nor the
     container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op"."""
-    container = ctx.container
-    target = getattr(container, "target", None)
-    if target is None or container.facts.source != "root":  # type: ignore[attr-defined]
+    framework = ctx.files.frameworks.get("pytorch")
+    if framework is None:
         return []  # the framework's own libraries are needed to tell built-in namespaces from missing ones
     registered = {r.name for found in registrations.values() for r in found
                   if r.framework == "torch" and r.kind in ("namespace", "fragment")}
-    backend = target.host_path(f"{container.backend_dir}/pytorch")  # type: ignore[attr-defined]
-    framework_files = sorted(glob.glob(os.path.join(backend, "lib*.so*"))) if backend else []
     findings = []
-    for model in models:
+    for model in ctx.models:
         if model.backend != "pytorch" or not model.versions:
             continue
         archive = model.model_file("model.pt")
-        calls = torchscript_ops(archive)
+        calls = ctx.files.torchscript_calls.get(archive, frozenset())
         for namespace in sorted({ns for ns, _ in calls} - registered):
-            if not framework_files or mentioned(framework_files, f"{namespace}::".encode()):
+            if not framework.has_libraries or f"{namespace}::".encode() in framework.found:
                 continue
             first = min(f"{ns}::{op}" for ns, op in calls if ns == namespace)
             findings.append(Finding(
@@ -94,57 +70,42 @@ def _unregistered_torch_ops(models, registrations: dict, ctx: Context) -> list[F
                 evidence=(f"{archive} calls " + ", ".join(sorted(f"{ns}::{op}" for ns, op in calls
                                                                    if ns == namespace)),
                           f"no loaded op library defines TORCH_LIBRARY({namespace}) or a fragment of it",
-                          f"not found in the container's PyTorch libraries ({backend})")))
+                          f"not found in the container's PyTorch libraries ({framework.directory})")))
     return findings
 
 
-def _unregistered_onnx_domains(models, ctx: Context) -> list[Finding]:  # type: ignore[no-untyped-def]
+def _unregistered_onnx_domains(ctx: RuleContext) -> list[Finding]:
     """CO408: an ONNX model uses a domain that ONNX Runtime does not build in (the domain's name does not
     occur as a string in the container's ORT libraries) and that is not a function of the model itself,
     while the model loads no custom-op library: creating the session fails. With op libraries listed, what
     they register is not readable statically (`customops probe`), so nothing is claimed."""
-    container = ctx.container
-    target = getattr(container, "target", None)
-    if target is None or container.facts.source != "root":  # type: ignore[attr-defined]
+    framework = ctx.files.frameworks.get("onnxruntime")
+    if framework is None or not framework.has_libraries:
         return []
-    backend = target.host_path(f"{container.backend_dir}/onnxruntime")  # type: ignore[attr-defined]
-    framework_files = sorted(glob.glob(os.path.join(backend, "lib*.so*"))) if backend else []
     findings = []
-    for model in models:
-        if model.backend != "onnxruntime" or not model.versions or model.op_libraries or not framework_files:
+    for model in ctx.models:
+        if model.backend != "onnxruntime" or not model.versions or model.op_libraries:
             continue
         path = model.model_file("model.onnx")
-        if not os.path.isfile(path):
-            continue
-        try:
-            used, local = model_ops(path)
-        except (InputError, ValueError, BufferError):
-            continue  # an unreadable model is ONNX Runtime's to report
+        ops = ctx.files.onnx_ops.get(path)
+        if ops is None:
+            continue  # absent or unreadable: ONNX Runtime's to report
+        used, local = ops
         custom = sorted((d, op) for d, op in used - local if d not in ("", "ai.onnx"))
         for domain in sorted({d for d, _ in custom}):
-            if mentioned(framework_files, b"\0" + domain.encode() + b"\0"):
+            if b"\0" + domain.encode() + b"\0" in framework.found:
                 continue  # built into ONNX Runtime (com.microsoft, ai.onnx.ml, ...)
-            ops = [op for d, op in custom if d == domain]
+            ops_used = [op for d, op in custom if d == domain]
             findings.append(Finding(
-                "CO408", f"model '{model.name}' uses {domain}:{ops[0]} but loads no custom-op library and ONNX "
+                "CO408", f"model '{model.name}' uses {domain}:{ops_used[0]} but loads no custom-op library and ONNX "
                          f"Runtime does not build in the domain '{domain}': creating its session fails",
-                model=model.name, file=path, symbol=f"{domain}:{ops[0]}",
-                predicted=f"Fatal error: {domain}:{ops[0]}(-1) is not a registered function/op",
-                evidence=(f"{path} uses " + ", ".join(f"{domain}:{op}" for op in ops),
+                model=model.name, file=path, symbol=f"{domain}:{ops_used[0]}",
+                predicted=f"Fatal error: {domain}:{ops_used[0]}(-1) is not a registered function/op",
+                evidence=(f"{path} uses " + ", ".join(f"{domain}:{op}" for op in ops_used),
                           "config.pbtxt lists no model_operations op_library_filename",
-                          f"'{domain}' does not occur in the container's ONNX Runtime libraries ({backend})")))
+                          f"'{domain}' does not occur in the container's ONNX Runtime libraries "
+                          f"({framework.directory})")))
     return findings
-
-
-def mentioned(paths: list[str], needle: bytes) -> bool:
-    """Whether any of the files contains `needle` (a name a framework library builds in)."""
-    for path in paths:
-        try:
-            if safeio.map_regular(path, safeio.LIBRARY_LIMIT).find(needle) != -1:
-                return True
-        except (InputError, ValueError):
-            continue
-    return False
 
 
 def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # type: ignore[type-arg]
@@ -168,14 +129,12 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # type
     return findings
 
 
-def _copies(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # type: ignore[type-arg]
+def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> list[Finding]:  # type: ignore[type-arg]
     by_content: dict[tuple[str, str], list[LoadStep]] = defaultdict(list)
     for step in steps:
-        try:
-            digest = safeio.sha256(step.source, safeio.LIBRARY_LIMIT)
-        except InputError:
-            continue
-        by_content[(step.loader, digest)].append(step)
+        digest = ctx.files.digests.get(step.source)
+        if digest is not None:
+            by_content[(step.loader, digest)].append(step)
     findings = []
     for (loader, _digest), copies in by_content.items():
         if len(copies) < 2:

@@ -1,4 +1,5 @@
-"""CO306 (from facts), CO501-CO503: what a custom library was built against versus what the container has.
+"""CO503, and the version facts the loading rules report: what a custom library was built against versus
+what the container has.
 
 Everything is read from the files: the library's DT_NEEDED and version needs, the container's library
 file names and version definitions (customops.triton.container). No table of particular libraries is used.
@@ -10,12 +11,13 @@ import os
 import re
 from typing import NamedTuple
 
-from customops.elf.cache import ElfReader
 from customops.elf.summary import version_key, version_maxima
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.rules.context import RuleContext
 
+CODES = frozenset({"CO503"})
+NEEDS_PREDICTION = True
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
 
 
@@ -29,20 +31,29 @@ class Mismatch(NamedTuple):
     has: str
 
 
-def string_abi(plan: LoadPlan, prediction, ctx: Context, reader: ElfReader) -> list[Finding]:  # type: ignore[no-untyped-def]
+class Shortfall(NamedTuple):
+    """A symbol version the library needs beyond the newest the container's facts list: "GLIBCXX_3.4.32",
+    "GLIBCXX_3.4.30"."""
+
+    needed: str
+    provided: str
+
+
+def check(ctx: RuleContext) -> list[Finding]:
     """CO503: a library whose std::string references use one libstdc++ ABI, linked against a framework
     library (from the container) that defines only the other."""
     from customops.elf.summary import cxx_abi
 
-    def abi(path: str) -> dict:
+    reader = ctx.reader
+    assert ctx.prediction is not None
+
+    def abi(path: str) -> dict:  # type: ignore[type-arg]
         return reader.facts(reader.read(path), "cxx-abi", lambda i: cxx_abi(i).__dict__)
 
-    loaded = {os.path.basename(o.name): o for o in prediction.objects}
-    backend_dir = ctx.container.backend_dir  # type: ignore[attr-defined]
+    loaded = {os.path.basename(o.name): o for o in ctx.prediction.objects}
+    backend_dir = ctx.triton.container.backend_dir
     findings = []
-    for step in (*plan.preloads, *plan.dlopens):
-        if step.purpose == "backend library":
-            continue
+    for step in ctx.custom_steps:
         try:
             info = reader.read(step.source)
             mine = abi(step.source)
@@ -57,27 +68,9 @@ def string_abi(plan: LoadPlan, prediction, ctx: Context, reader: ElfReader) -> l
             new_vs_old = mine["undefined_cxx11"] and not theirs["defined_cxx11"] and theirs["defined_old"]
             if old_vs_new or new_vs_old:
                 flavour, other = ("pre-C++11", "C++11") if old_vs_new else ("C++11", "pre-C++11")
-                findings.append(_finding("CO503", step, f"{step.path} uses the {flavour} std::string ABI; {needed} "
-                                                        f"in the container uses the {other} one"))
-    return findings
-
-
-def check(plan: LoadPlan, ctx: Context, reader: ElfReader, loaded: bool) -> list[Finding]:
-    """CO501/CO502 and CO306 from the facts. With the container's libraries at hand (`loaded`) the loading
-    rules report both from the linker model's outcomes instead: CO501/CO502 as one finding with the library
-    that is then not found (customops.rules.loading), CO306 from the real providers."""
-    if loaded:
-        return []
-    facts = ctx.container.facts  # type: ignore[attr-defined]
-    findings: list[Finding] = []
-    for step in (*plan.preloads, *plan.dlopens):
-        try:
-            info = reader.read(step.source)
-        except ElfError:
-            continue
-        findings += [_finding(m.code, step, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}")
-                     for m in major_mismatches(info, facts)]
-        findings += _version_maxima(step, info, facts)
+                findings.append(Finding("CO503", f"{step.path} uses the {flavour} std::string ABI; {needed} in the "
+                                                 f"container uses the {other} one", model=step.model,
+                                        library=step.path, file=step.source))
     return findings
 
 
@@ -97,8 +90,10 @@ def major_mismatches(info, facts) -> list[Mismatch]:  # type: ignore[no-untyped-
     return found
 
 
-def _version_maxima(step: LoadStep, info, facts) -> list[Finding]:  # type: ignore[no-untyped-def]
-    findings = []
+def version_shortfalls(info, facts) -> list[Shortfall]:  # type: ignore[no-untyped-def]
+    """The GLIBC, GLIBCXX and CXXABI versions the library needs beyond the newest the container provides
+    (from the container's facts, without its libraries: CO306 from the facts)."""
+    found = []
     provided = {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi}
     for family, needed in version_maxima(info).items():
         have = provided.get(family)
@@ -106,10 +101,5 @@ def _version_maxima(step: LoadStep, info, facts) -> list[Finding]:  # type: igno
             continue
         need_key, have_key = version_key(needed), version_key(have)
         if need_key and have_key and need_key[1] > have_key[1]:
-            findings.append(_finding("CO306", step, f"{step.path} needs {needed}; the container provides up to {have}",
-                                     version=needed))
-    return findings
-
-
-def _finding(code: str, step: LoadStep, message: str, version: str | None = None) -> Finding:
-    return Finding(code, message, model=step.model, library=step.path, file=step.source, version=version)
+            found.append(Shortfall(needed, have))
+    return found

@@ -1,0 +1,118 @@
+"""File facts the rules need, read before they run, so that the rules themselves do no I/O (issue #16).
+
+Each function reads one kind of fact and leaves out what cannot be read: a rule then has nothing to say
+about that file, as it had when it read the file itself.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import zipfile
+from collections.abc import Iterable
+
+from customops import safeio
+from customops.elf.cache import ElfReader
+from customops.elf.symtab import symtab_strings
+from customops.errors import ElfError, InputError
+from customops.inspect.onnxmodel import model_ops
+from customops.inspect.registrations import Registration, static_registrations
+
+TORCHSCRIPT_OP = re.compile(rb"\bops\.(\w+)\.(\w+)\(")
+
+
+def modes(paths: Iterable[str]) -> dict[str, int]:
+    """st_mode of each path that exists (CO601: who may replace a library or a directory searched)."""
+    found = {}
+    for path in paths:
+        try:
+            found[path] = os.stat(path).st_mode
+        except OSError:
+            continue
+    return found
+
+
+def identities(paths: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """(st_dev, st_ino) of each path that exists: ld.so tells files apart by these, not by path
+    (_dl_file_id_match_p, sysdeps/posix/dl-fileid.h in glibc)."""
+    found = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found[path] = (st.st_dev, st.st_ino)
+    return found
+
+
+def digests(paths: Iterable[str]) -> dict[str, str]:
+    """SHA-256 of each readable library (CO406: one library loaded twice from two paths)."""
+    found = {}
+    for path in paths:
+        try:
+            found[path] = safeio.sha256(path, safeio.LIBRARY_LIMIT)
+        except InputError:
+            continue
+    return found
+
+
+def registrations(paths: Iterable[str], reader: ElfReader) -> dict[str, tuple[Registration, ...]]:
+    """What each library registers with its framework, read statically; nothing for a file that is not ELF."""
+    found: dict[str, tuple[Registration, ...]] = {}
+    for path in paths:
+        try:
+            found[path] = tuple(static_registrations(reader.read(path), symtab_strings(path, b"TORCH_LIBRARY")))
+        except ElfError:
+            found[path] = ()
+    return found
+
+
+def torchscript_ops(archive: str) -> set[tuple[str, str]]:
+    """(namespace, op) of every `ops.<ns>.<op>(` call in a TorchScript archive's serialized code."""
+    found: set[tuple[str, str]] = set()
+    try:
+        with zipfile.ZipFile(io.BytesIO(safeio.map_regular(archive, safeio.MODEL_FILE_LIMIT))) as z:
+            for name in z.namelist():
+                if "/code/" in f"/{name}" and name.endswith(".py"):
+                    with z.open(name) as member:  # read bounded: the archive's own sizes may lie (a zip bomb)
+                        code = member.read(safeio.ARCHIVE_MEMBER_LIMIT + 1)
+                    if len(code) > safeio.ARCHIVE_MEMBER_LIMIT:
+                        continue
+                    found.update((ns.decode(), op.decode()) for ns, op in TORCHSCRIPT_OP.findall(code))
+    except (OSError, InputError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError, NotImplementedError):
+        return set()
+    return found
+
+
+def onnx_ops(path: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]] | None:
+    """(the domain:op pairs an ONNX model uses, those its own functions define); None when the model is
+    absent or unreadable (then ONNX Runtime's own error is what the user sees)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        return model_ops(path)
+    except (InputError, ValueError, BufferError):
+        return None
+
+
+def mentioned(paths: list[str], needle: bytes) -> bool:
+    """Whether any of the files contains `needle` (a name a framework library builds in)."""
+    return bool(mentions(paths, [needle]))
+
+
+def mentions(paths: list[str], needles: Iterable[bytes]) -> frozenset[bytes]:
+    """The needles that occur in any of the files, each file mapped once."""
+    left = set(needles)
+    found: set[bytes] = set()
+    for path in paths:
+        if not left:
+            break
+        try:
+            data = safeio.map_regular(path, safeio.LIBRARY_LIMIT)
+        except (InputError, ValueError):
+            continue
+        hits = {n for n in left if data.find(n) != -1}
+        found |= hits
+        left -= hits
+    return frozenset(found)

@@ -1,0 +1,116 @@
+"""RuleContext: everything a rule may read. Rules do no I/O: what they would read from files is read here
+first (customops.inspect.files), with the ElfReader of the run (so that --no-cache also holds for rules)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from customops.elf.cache import ElfReader
+from customops.inspect import files
+from customops.inspect.registrations import Registration
+from customops.linker.simulate import Prediction, StepOutcome
+from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.triton.repository import Model
+
+ModelOps = tuple[set[tuple[str, str]], set[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class FrameworkStrings:
+    """Names searched for in a container framework backend's libraries (lib*.so* of <backend_dir>/<name>):
+    a namespace or domain the framework builds in occurs there as a string."""
+
+    directory: str  # host path of the backend directory
+    has_libraries: bool
+    found: frozenset[bytes] = frozenset()
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the rules need from files, keyed by host path."""
+
+    modes: Mapping[str, int] = field(default_factory=dict)  # loaded libraries and their directories (CO601)
+    identities: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # loaded objects (CO407)
+    digests: Mapping[str, str] = field(default_factory=dict)  # custom libraries (CO406 copies)
+    registrations: Mapping[str, tuple[Registration, ...]] = field(default_factory=dict)  # custom libraries
+    setuid_server: bool = False  # the server executable is set-user/group-ID (CO307: secure execution)
+    torchscript_calls: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # archive -> ops
+    onnx_ops: Mapping[str, ModelOps] = field(default_factory=dict)  # model file -> (used, model-local)
+    frameworks: Mapping[str, FrameworkStrings] = field(default_factory=dict)  # "pytorch", "onnxruntime"
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """The input of every rule's check(). `prediction` is None for a facts-only run (no container
+    libraries to model); `outcomes` pairs each plan step with the linker model's outcome for it."""
+
+    plan: LoadPlan
+    triton: Context
+    reader: ElfReader
+    files: FileFacts
+    models: tuple[Model, ...] = ()
+    prediction: Prediction | None = None
+    outcomes: tuple[tuple[LoadStep, StepOutcome], ...] = ()
+
+    @property
+    def steps(self) -> tuple[LoadStep, ...]:
+        return (*self.plan.preloads, *self.plan.dlopens)
+
+    @property
+    def custom_steps(self) -> tuple[LoadStep, ...]:
+        """The steps of libraries other than backend libraries: op libraries, plugins, preloads."""
+        return tuple(s for s in self.steps if s.purpose != "backend library")
+
+
+def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[Model] = (),
+          prediction: Prediction | None = None,
+          outcomes: Sequence[tuple[LoadStep, StepOutcome]] = ()) -> RuleContext:
+    """Read the facts the rules need, then the context."""
+    steps = (*plan.preloads, *plan.dlopens)
+    custom = [s.source for s in steps if s.purpose != "backend library"]
+    sources = [s.source for s in steps]
+    loaded = [o.path for o in prediction.objects] if prediction is not None else []
+    facts = FileFacts(
+        modes=files.modes([p for s in sources for p in (s, os.path.dirname(s))]),
+        identities=files.identities([*loaded, *custom]) if prediction is not None else {},
+        digests=files.digests(custom),
+        registrations=files.registrations(custom, reader),
+        setuid_server=_setuid_server(triton),
+        **_model_facts(models, triton))
+    return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes))
+
+
+def _setuid_server(triton: Context) -> bool:
+    container = triton.container
+    target = container.target
+    if target is None or not container.server:
+        return False
+    host = target.host_path(container.server)
+    mode = files.modes([host]).get(host) if host else None
+    return bool(mode and mode & (stat.S_ISUID | stat.S_ISGID))
+
+
+def _model_facts(models: Sequence[Model], triton: Context) -> dict:  # type: ignore[type-arg]
+    """The ops the models use and the names the container's frameworks build in (CO408); only where the
+    container's own files are at hand (a root, not a profile), as only then can built-in names be told apart."""
+    container = triton.container
+    target = container.target
+    if target is None or container.facts.source != "root":
+        return {}
+    calls = {m.model_file("model.pt"): frozenset(files.torchscript_ops(m.model_file("model.pt")))
+             for m in models if m.backend == "pytorch" and m.versions}
+    used = {path: ops for m in models if m.backend == "onnxruntime" and m.versions and not m.op_libraries
+            if (ops := files.onnx_ops(path := m.model_file("model.onnx"))) is not None}
+    needles = {"pytorch": {f"{ns}::".encode() for found in calls.values() for ns, _ in found},
+               "onnxruntime": {b"\0" + d.encode() + b"\0" for ops, local in used.values() for d, _ in ops - local
+                               if d not in ("", "ai.onnx")}}
+    frameworks = {}
+    for name, wanted in needles.items():
+        directory = target.host_path(f"{container.backend_dir}/{name}")
+        libraries = sorted(glob.glob(os.path.join(directory, "lib*.so*"))) if directory else []
+        frameworks[name] = FrameworkStrings(directory or "", bool(libraries), files.mentions(libraries, wanted))
+    return {"torchscript_calls": calls, "onnx_ops": used, "frameworks": frameworks}
