@@ -1,6 +1,8 @@
-"""CO301-CO308: will each library load, and will the server find its entry points? With the linker model's
-outcomes, also CO501/CO502 (customops.rules.versions.major_mismatches): a dependency of another TensorRT or
-CUDA major that is then not found is one finding, not a CO302 advising to ship it."""
+"""CO202, CO301-CO306, CO308, CO501, CO502, CO504, CO505: will each library load, and will the server find
+its entry points? With the linker model's outcomes, a dependency of another TensorRT or CUDA major
+(customops.rules.versions.major_mismatches) that is then not found is one CO501/CO502, not a CO302 advising
+to ship it. Without them (facts only), CO306, CO501 and CO502 come from the libraries' version needs and the
+container's facts."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.linker.simulate import Binding, FileProblem, Prediction, Search, StepOutcome
-from customops.rules.versions import Mismatch, major_mismatches
+from customops.linker.simulate import Binding, FileProblem, Search, StepOutcome
+from customops.rules.context import RuleContext
+from customops.rules.versions import Mismatch, major_mismatches, version_shortfalls
 from customops.triton.plan import Context, LoadPlan, LoadStep
 
 NOT_LOADABLE = ("wrong ELF class", "invalid ELF header", "cannot be dlopen()ed", "data encoding",
@@ -24,14 +27,19 @@ CPYTHON = re.compile(rb"^_?Py[A-Z_]")  # the Python C API's naming: PyModule_Cre
 LFS_HINT = "Run `git lfs pull` (or fetch LFS objects in CI: actions/checkout with lfs: true)."
 UNREADABLE_HINT = ("Make the file readable by the server's user, and every directory above it searchable "
                    "(chmod a+r the file, a+x the directories).")
+CODES = frozenset({"CO202", "CO301", "CO302", "CO303", "CO304", "CO305", "CO306", "CO308", "CO501", "CO502", "CO504",
+                   "CO505"})
+NEEDS_PREDICTION = False  # without one it reports what the facts tell
 
 
-def check(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep, object]], ctx: Context,
-          reader: ElfReader) -> list[Finding]:
+def check(rules: RuleContext) -> list[Finding]:
+    if rules.prediction is None:
+        return _from_facts(rules)
+    plan, prediction, ctx, reader = rules.plan, rules.prediction, rules.triton, rules.reader
     findings: list[Finding] = []
-    facts = ctx.container.facts  # type: ignore[attr-defined]
+    facts = ctx.container.facts
     mismatches = {step: _mismatches(step, reader, facts) for step in (*plan.preloads, *plan.dlopens)}
-    for step, outcome in outcomes:
+    for step, outcome in rules.outcomes:
         assert isinstance(outcome, StepOutcome)
         findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan)
     startup = next((o for o in prediction.outcomes if o.kind == "startup"), None)
@@ -45,6 +53,22 @@ def check(plan: LoadPlan, prediction: Prediction, outcomes: list[tuple[LoadStep,
     for step, found in mismatches.items():  # a mismatched dependency that is found (shipped along) still is one
         findings += [Finding(m.code, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
                              **_about(step)) for m in found if (step.path, m.code) not in covered]
+    return findings
+
+
+def _from_facts(rules: RuleContext) -> list[Finding]:
+    """CO501/CO502 and CO306 from the container's facts, without its libraries."""
+    facts = rules.triton.container.facts
+    findings: list[Finding] = []
+    for step in rules.steps:
+        try:
+            info = rules.reader.read(step.source)
+        except ElfError:
+            continue
+        findings += [Finding(m.code, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
+                             **_about(step)) for m in major_mismatches(info, facts)]
+        findings += [Finding("CO306", f"{step.path} needs {s.needed}; the container provides up to {s.provided}",
+                             version=s.needed, **_about(step)) for s in version_shortfalls(info, facts)]
     return findings
 
 
