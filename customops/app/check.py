@@ -84,15 +84,17 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
             scenario = scenario_for(plan, executable, ctx, extra_preload)
             prediction = Linker(target, reader).run(scenario)
             step_outcomes = pair_outcomes(plan, prediction, extra_preload)
-            from customops.rules import run_rules
+            from customops.rules import context as rule_context
+            from customops.rules import run as run_rules
 
-            findings += run_rules(plan, prediction, list[tuple[LoadStep, object]](step_outcomes), ctx, reader, models)
+            findings += run_rules(rule_context.build(plan, ctx, reader, models, prediction, step_outcomes))
         notes += [f"assumed: {a}" for a in target.assumptions]
     else:
         notes += [f"not checked: {m}" for m in container.facts.missing]
-        from customops.rules import run_fact_rules
+        from customops.rules import context as rule_context
+        from customops.rules import run as run_rules
 
-        findings += run_fact_rules(plan, ctx, reader, models)
+        findings += run_rules(rule_context.build(plan, ctx, reader, models))
     if probe is not None:
         from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
         from customops.rules import probed
