@@ -1,0 +1,108 @@
+"""Which dynamic symbols a file's relocations reference, and how: needed when the object is loaded, or
+only through the PLT (lazy binding). _dl_relocate_object (glibc elf/dl-reloc.c) processes DT_REL/DT_RELA
+first, then DT_JMPREL; the first relocation of an undefined symbol decides which one an error names."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from customops.elf.constants import (
+    COPY_BY_MACHINE,
+    DT_JMPREL,
+    DT_PLTREL,
+    DT_PLTRELSZ,
+    DT_REL,
+    DT_RELA,
+    DT_RELASZ,
+    DT_RELSZ,
+    JUMP_SLOT_BY_MACHINE,
+    RELOC_COPY,
+    RELOC_LAZY,
+    RELOC_NONE,
+    RELOC_NOW,
+)
+from customops.elf.image import RELOCATION_TABLE, FileImage
+
+NO_RELOCATION = 0xFFFFFFFF  # reloc_first of a symbol no relocation names
+
+
+def rel_entsize(elf_class: int, is_rela: bool) -> int:
+    """sizeof(ElfW(Rel)) or sizeof(ElfW(Rela))."""
+    if elf_class == 64:
+        return 24 if is_rela else 16
+    return 12 if is_rela else 8
+
+
+def plt_range(dynamic: dict[int, int]) -> tuple[int, int] | None:
+    """The [start, end) addresses of DT_JMPREL, or None when there is none."""
+    if DT_JMPREL in dynamic and dynamic.get(DT_PLTRELSZ):
+        return dynamic[DT_JMPREL], dynamic[DT_JMPREL] + dynamic[DT_PLTRELSZ]
+    return None
+
+
+def relocation_classes(image: FileImage, dynamic: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per symbol: its class (RELOC_NONE, _LAZY, _NOW, _COPY) and the position of its first relocation in
+    the order ld.so processes them (NO_RELOCATION when none names it)."""
+    classes = np.zeros(count, dtype=np.uint8)
+    first = np.full(count, NO_RELOCATION, dtype=np.uint32)
+    if not count:
+        return classes, first
+    plt = plt_range(dynamic)
+    position = 0
+    for tag, size_tag, is_rela in ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)):
+        if tag not in dynamic or not dynamic.get(size_tag):
+            continue
+        start, size = dynamic[tag], dynamic[size_tag]
+        if plt and start < plt[1] and plt[0] < start + size:
+            # Some linkers make DT_RELA cover .rela.plt too; ld.so does not process it twice.
+            size = max(0, plt[0] - start)
+        if size:
+            position += _classify_eager(image, _rel_info(image, start, size, is_rela), classes, first, position)
+    if plt:
+        is_rela = dynamic.get(DT_PLTREL, DT_RELA) == DT_RELA
+        _classify_plt(image, _rel_info(image, plt[0], plt[1] - plt[0], is_rela), classes, first, position)
+    return classes, first
+
+
+def _split_info(image: FileImage, info: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ELF64_R_SYM/ELF64_R_TYPE (or the ELF32_ forms) of r_info."""
+    shift, mask = (32, 0xFFFFFFFF) if image.elf_class == 64 else (8, 0xFF)
+    return info >> shift, info & mask
+
+
+def _classify_eager(image: FileImage, info: np.ndarray, classes: np.ndarray, first: np.ndarray,
+                    position: int) -> int:
+    """DT_REL/DT_RELA: every symbol named is needed at load (R_*_COPY ones as copies); returns the count."""
+    syms, types = _split_info(image, info)
+    used = np.flatnonzero((syms > 0) & (syms < len(classes)))
+    classes[syms[used]] = RELOC_NOW
+    copy_type = COPY_BY_MACHINE.get(image.machine)
+    if copy_type is not None:
+        copies = used[types[used] == copy_type]
+        classes[syms[copies]] = RELOC_COPY
+    np.minimum.at(first, syms[used].astype(np.intp), (used + position).astype(np.uint32))
+    return len(info)
+
+
+def _classify_plt(image: FileImage, info: np.ndarray, classes: np.ndarray, first: np.ndarray,
+                  position: int) -> None:
+    """DT_JMPREL: R_*_JUMP_SLOT entries bind lazily (unless something else needs the symbol at load)."""
+    syms, types = _split_info(image, info)
+    valid = (syms > 0) & (syms < len(classes))
+    jump_slot = JUMP_SLOT_BY_MACHINE.get(image.machine)
+    lazy = valid if jump_slot is None else valid & (types == jump_slot)
+    lazy_syms = syms[lazy]
+    classes[lazy_syms[classes[lazy_syms] == RELOC_NONE]] = RELOC_LAZY
+    classes[syms[valid & ~lazy]] = RELOC_NOW
+    idx = np.flatnonzero(valid)
+    np.minimum.at(first, syms[idx].astype(np.intp), (idx + position).astype(np.uint32))
+
+
+def _rel_info(image: FileImage, vaddr: int, size: int, is_rela: bool) -> np.ndarray:
+    """The r_info column of a relocation table, as uint64."""
+    entsize = rel_entsize(image.elf_class, is_rela)
+    word, wsize = ("u8", 8) if image.elf_class == 64 else ("u4", 4)
+    n = size // entsize
+    off = image.offset_of(vaddr, n * entsize, RELOCATION_TABLE)
+    table = np.frombuffer(image.data, image.endian + word, n * (entsize // wsize), off).reshape(n, -1)
+    return table[:, 1].astype(np.uint64)
