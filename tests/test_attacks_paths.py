@@ -206,7 +206,7 @@ def test_huge_sparse_config_is_refused_by_size(container, tmp_path):
 
 def test_zip_bomb_in_a_torchscript_archive_is_read_bounded(tmp_path):
     from customops import safeio
-    from customops.rules.registrations import torchscript_ops
+    from customops.inspect.files import torchscript_ops
 
     archive = tmp_path / "model.pt"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
