@@ -29,11 +29,10 @@ import numpy as np
 
 from customops import safeio
 from customops.elf.cache import ElfReader
-from customops.elf.reader import (
+from customops.elf.constants import (
     BIND_NAMES,
     DF_1_PIE,
     DF_SYMBOLIC,
-    GIT_LFS_POINTER,
     RELOC_COPY,
     RELOC_LAZY,
     RELOC_NONE,
@@ -56,10 +55,10 @@ from customops.elf.reader import (
     VERSYM_HIDDEN,
     VERSYM_INDEX,
     VISIBILITY_NAMES,
-    ElfInfo,
-    gnu_hashes,
-    not_elf_kind,
 )
+from customops.elf.hashes import gnu_hashes
+from customops.elf.header import GIT_LFS_POINTER, not_elf_kind
+from customops.elf.records import ElfInfo
 from customops.errors import ElfError, InputError
 from customops.linker.target import LinkerTarget
 
