@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from customops.elf.demangle import demangle
-from customops.elf.reader import ElfInfo
+from customops.elf.records import ElfInfo
 
 TORCH_BLOCK = re.compile(r"\bTORCH_LIBRARY(?:_(FRAGMENT|IMPL))?_(?:static_)?init_(\w+)")
 TRT_PLUGIN_EXPORTS = (b"getCreators", b"getPluginCreators", b"setLoggerFinder")
