@@ -37,7 +37,9 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.app import launch_cache
     from customops.commands.check import cached_report
     from customops.elf.cache import ElfReader, StaleEntry, _CachedParser, decode_fact, encode_entry
-    from customops.elf.reader import ElfInfo, FileIdentity, gnu_hashes, parse_elf
+    from customops.elf.hashes import gnu_hashes
+    from customops.elf.parse import parse_elf
+    from customops.elf.records import ElfInfo, FileIdentity
     from customops.elf.summary import scan_record
     from customops.errors import ElfError, InputError
     from customops.inspect.onnxmodel import model_ops
