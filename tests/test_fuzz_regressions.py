@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from customops.elf.reader import FileIdentity, parse_elf
+from customops.elf.parse import parse_elf
+from customops.elf.records import FileIdentity
 from customops.errors import ElfError, InputError
 from customops.inspect.onnxmodel import model_ops
 from customops.inspect.tfmodel import model_ops as tf_model_ops
