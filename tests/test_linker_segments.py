@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from oracle import agree
 
-from customops.elf.reader import _commit_limit
+from customops.elf.mapping import _commit_limit
 from customops.linker.simulate import Dlopen, Scenario
 
 PHDR = struct.Struct("<IIQQQQQQ")  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
