@@ -25,7 +25,8 @@ from customops.app.launch_cache import VERDICT_SHAPE
 from customops.commands.check import REPORT_SHAPE
 from customops.commands.scan import RECORD_SHAPE
 from customops.elf.cache import FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
-from customops.elf.reader import FileIdentity, open_mapped, parse_elf
+from customops.elf.parse import open_mapped, parse_elf
+from customops.elf.records import FileIdentity
 from customops.probe.frameworks import ProbeResult
 from customops.probe.groups import PROBE_RESULT_SHAPE, TENSORFLOW_REGISTRY_SHAPE
 
