@@ -142,7 +142,8 @@ def co406(result) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_torch_namespaces_are_read_from_the_symbol_table(torch_ops):
-    from customops.elf.reader import open_mapped, parse_elf, symtab_strings
+    from customops.elf.parse import open_mapped, parse_elf
+    from customops.elf.symtab import symtab_strings
     from customops.inspect.registrations import static_registrations
 
     def torch_blocks(name: str) -> set[tuple[str, str]]:
