@@ -29,6 +29,7 @@ FILENAME_BACKEND = {
     "model.xml": ("openvino", ""), "model.py": ("python", ""),
 }
 VERSION_DIR = re.compile(r"^(0|[1-9][0-9]*)$")
+CODES = frozenset({"CO101", "CO102", "CO103"})  # the repository problems it finds (turned into findings by app)
 
 
 @dataclass(frozen=True)
