@@ -19,6 +19,7 @@ from customops.triton.repository import Model
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
 OP_LIBRARY_BACKENDS = ("tensorflow", "onnxruntime")  # the backends that read model_operations
 FRAMEWORKS = (*OP_LIBRARY_BACKENDS, "pytorch", "tensorrt")  # the framework backends customops models
+CODES = frozenset({"CO105", "CO201", "CO203"})  # the findings it emits
 
 
 @dataclass(frozen=True)
