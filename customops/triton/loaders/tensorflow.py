@@ -12,6 +12,8 @@ from customops.findings import Finding
 from customops.triton.plan import Context, LoaderResult, LoadStep
 from customops.triton.repository import Model
 
+CODES = frozenset({"CO104"})  # the findings it emits
+
 
 def process(ctx: Context) -> LoaderResult:
     paths = ctx.manifest.tensorflow_preload
