@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from customops import safeio
-from customops.codes import CODES
+from customops.codes import CODES as CODE_TABLE
 from customops.comments import uncommented
 from customops.errors import InputError
 from customops.findings import Finding, Suppression, sort_key, suppressed
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from customops.triton.repository import Model
 
 UNUSED = "CO107"
+CODES = frozenset({UNUSED})  # the findings it emits
 PROBE_ONLY = frozenset({"CO409", "CO507"})  # produced only by --probe
 NEEDS_FILES = frozenset({"CO408"})  # needs the container's own files (a root), not a profile's skeleton
 DIRECTIVE = re.compile(r"customops:\s*(?P<kind>ignore-file|ignore)\s*\[(?P<codes>[^\]]*)\](?P<rest>.*)")
@@ -192,7 +193,7 @@ def _unused_directives(directives: list[Directive], used: set[tuple[int, str]], 
                                   file=d.file, line=d.line, column=d.column))
             continue
         for code in d.codes:
-            if code not in CODES:
+            if code not in CODE_TABLE:
                 unused.append(Finding(UNUSED, f"`{d.text}` names {code!r}, which is not a customops code",
                                       model=name, file=d.file, line=d.line, column=d.column))
             elif (i, code) not in used and code != UNUSED and chosen(code) and could(code):
