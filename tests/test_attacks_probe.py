@@ -35,8 +35,8 @@ import pytest
 from customops import cachedir
 from customops.probe import frameworks as probe
 from customops.probe import groups as probes
-from customops.probe.frameworks import ProbeResult
 from customops.probe.groups import ProbeSettings
+from customops.probe.results import ProbeResult, ProbeStatus
 from customops.triton.plan import LoadPlan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -671,6 +671,7 @@ GOOD = {"library": "", "status": "loaded", "message": "", "signal": None, "outpu
 
 @pytest.mark.parametrize("entry", [
     {**GOOD, "status": "forged"},
+    {**GOOD, "status": "LOADED"},
     {**GOOD, "signal": "9"},
     {**GOOD, "signal": True},
     {**GOOD, "registered": "cached::op"},
@@ -680,19 +681,20 @@ GOOD = {"library": "", "status": "loaded", "message": "", "signal": None, "outpu
     {**GOOD, "library": "/elsewhere/libx.so"},
     [],
     "loaded",
-], ids=["status", "signal-type", "signal-bool", "list-type", "element-type", "extra-field", "missing-field",
-        "other-library", "empty", "scalar"])
+], ids=["status", "status-name", "signal-type", "signal-bool", "list-type", "element-type", "extra-field",
+        "missing-field", "other-library", "empty", "scalar"])
 def test_a_probe_cache_entry_of_another_shape_is_probed_again(tmp_path, monkeypatch, entry):
     library = str(tmp_path / "libx.so")
     Path(library).write_bytes(b"\x7fELF")
     settings = ProbeSettings(sys.executable, None, cache_dir=tmp_path / "cache")
     key = probes._cache_key(settings, "torch", sys.executable, (library,))
     assert key is not None
-    fresh = (ProbeResult(library, "loaded", "", None, "", (), ("fresh::op",)),)
+    fresh = (ProbeResult(library, ProbeStatus.LOADED, "", None, "", (), ("fresh::op",)),)
     monkeypatch.setattr(probes, "probe_group", lambda *args, **kwargs: fresh)
     good = {**GOOD, "library": library}
     cachedir.store_result(settings.cache_dir, "probes", key, [good])
-    assert probes._cached(settings, "torch", None, sys.executable, (library,))[0].registered == ("cached::op",)
+    (hit,) = probes._cached(settings, "torch", None, sys.executable, (library,))
+    assert hit.registered == ("cached::op",) and hit.status is ProbeStatus.LOADED
     stored = [entry if not isinstance(entry, dict) else {**entry, "library": entry.get("library") or library}]
     cachedir.store_result(settings.cache_dir, "probes", key, stored if isinstance(entry, dict) else entry)
     assert probes._cached(settings, "torch", None, sys.executable, (library,)) == fresh
@@ -723,4 +725,4 @@ def test_a_tensorflow_registry_cache_entry_of_another_shape_is_probed_again(tmp_
 
 def test_an_interpreter_that_cannot_run_the_sandbox_is_not_blamed_on_the_library(place):
     (result,) = probe.probe_group((build(place, "plain", ""),), python="/bin/false")
-    assert result.status == "unavailable" and "ended before loading anything (status 1)" in result.message
+    assert result.status is ProbeStatus.UNAVAILABLE and "ended before loading anything (status 1)" in result.message

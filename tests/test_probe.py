@@ -2,45 +2,58 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
+
+from customops import cachedir
+from customops.probe import frameworks, sandbox
 from customops.probe.frameworks import probe_load
+from customops.probe.results import PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
+
+PROBE_DIR = Path(frameworks.__file__).parent
+CHILD_MODULES = sorted([PROBE_DIR / "sandbox_child.py", *PROBE_DIR.glob("child_*.py")])
+FRAMEWORKS = {"torch", "tensorflow"}  # what a loader script imports inside the function that loads with it
 
 
 def test_a_library_loads_and_is_reported(tree):
-    assert probe_load(str(tree / "b/liba.so")).status == "loaded"
+    assert probe_load(str(tree / "b/liba.so")).status is ProbeStatus.LOADED
 
 
 def test_a_load_failure_carries_dlerror(tree):
     result = probe_load(str(tree / "f/libu.so"))
-    assert result.status == "failed" and result.message.endswith("undefined symbol: missing_var")
+    assert result.status is ProbeStatus.FAILED and result.message.endswith("undefined symbol: missing_var")
 
 
 def test_a_constructor_that_writes_a_file_writes_only_into_the_sandbox(tree, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = probe_load(str(tree / "probe/libwrites.so"))
-    assert result.status == "loaded" and result.sandbox_files == ("ctor-was-here",)
+    assert result.status is ProbeStatus.LOADED and result.sandbox_files == ("ctor-was-here",)
     assert not (tmp_path / "ctor-was-here").exists() and not os.path.exists("ctor-was-here")
 
 
 def test_a_constructor_that_aborts_is_reported_with_its_signal(tree):
     result = probe_load(str(tree / "probe/libaborts.so"))
-    assert result.status == "crashed" and result.message == "killed by SIGABRT while loading"
+    assert result.status is ProbeStatus.CRASHED and result.message == "killed by SIGABRT while loading"
 
 
 def test_a_constructor_that_never_returns_times_out(tree):
     started = time.monotonic()
     result = probe_load(str(tree / "probe/libloops.so"), timeout=3)
-    assert result.status == "timeout" and time.monotonic() - started < 30
+    assert result.status is ProbeStatus.TIMED_OUT and time.monotonic() - started < 30
 
 
 def test_a_constructor_that_forks_leaves_no_process_behind(tree):
     library = str(tree / "probe/libforks.so")
     result = probe_load(library, timeout=20)
-    assert result.status == "loaded" and "forked-child.pid" in result.sandbox_files
+    assert result.status is ProbeStatus.LOADED and "forked-child.pid" in result.sandbox_files
     # The forked child (same command line as the probe) slept for 600 s in the probe's process group.
     time.sleep(0.2)
     lingering = subprocess.run(["pgrep", "-f", library], capture_output=True, text=True).stdout
@@ -52,3 +65,34 @@ def test_the_probe_command(tree):
                           str(tree / "probe/libaborts.so")], capture_output=True, text=True)
     assert out.returncode == 1
     assert "loaded" in out.stdout and "crashed" in out.stdout and "SIGABRT" in out.stdout
+
+
+@pytest.mark.parametrize("module", CHILD_MODULES, ids=lambda path: path.name)
+def test_what_runs_in_the_probe_interpreter_needs_only_the_standard_library(module):
+    """The probe interpreter may be another Python (a container's, 3.8 or later) that cannot import
+    customops: a child module imports the standard library only (and the framework it loads with)."""
+    tree = ast.parse(module.read_text(), feature_version=(3, 8))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    outside = {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names | FRAMEWORKS}
+    assert not outside, outside
+
+
+def test_the_scripts_handed_to_the_sandbox_are_the_child_modules():
+    assert (PROBE_DIR / "sandbox_child.py").read_text() == sandbox.CHILD_SOURCE
+    assert (PROBE_DIR / "child_load.py").read_text() == frameworks.LOADER
+    assert (PROBE_DIR / "child_tensorflow_ops.py").read_text() == frameworks.TENSORFLOW_OPS
+
+
+@pytest.mark.parametrize("status", list(ProbeStatus))
+def test_a_result_keeps_its_status_through_the_cache_form(status):
+    result = ProbeResult("/x.so", status, "why", -6, "out", ("a.txt",), ("my::op",), "2.5", ("aten",), "probes ran")
+    stored = json.loads(json.dumps(result.to_json()))
+    assert stored["status"] == status.value
+    assert cachedir.matches(stored, PROBE_RESULT_SHAPE)
+    back = ProbeResult.from_json(stored)
+    assert back == result and back.status is status
+
+
+def test_the_cache_shape_names_every_field_of_a_result():
+    assert list(PROBE_RESULT_SHAPE) == [field.name for field in dataclasses.fields(ProbeResult)]

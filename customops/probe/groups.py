@@ -10,22 +10,14 @@ are cached by the files' identities and the interpreter's.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from customops import cachedir
-from customops.probe.frameworks import (
-    STATUSES,
-    ProbeResult,
-    onnxruntime_library,
-    package_file,
-    probe_group,
-    tensorflow_ops,
-)
+from customops.probe.frameworks import onnxruntime_library, package_file, probe_group, tensorflow_ops
+from customops.probe.results import PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
 from customops.triton.plan import LoadPlan, LoadStep
 
-# A cached result of any other shape (field names, types, a status customops never writes) is probed again.
-PROBE_RESULT_SHAPE = {**cachedir.shape_of(ProbeResult), "status": STATUSES}
 TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
 FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
@@ -51,7 +43,7 @@ class ProbedGroup:
     @property
     def unavailable(self) -> str | None:
         """Why the framework could not be probed at all (not installed in the interpreter), if so."""
-        return next((r.message for r in self.alone if r.status == "unavailable"), None)
+        return next((r.message for r in self.alone if r.status is ProbeStatus.UNAVAILABLE), None)
 
     def members(self) -> list[tuple[LoadStep, ProbeResult, ProbeResult]]:
         """(step, probed alone, probed together) for each library, in load order."""
@@ -115,12 +107,10 @@ def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identi
     key = _cache_key(settings, framework, identity, sources)
     hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
     if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in sources]:
-        return tuple(ProbeResult(**{**r, "sandbox_files": tuple(r["sandbox_files"]),
-                                    "registered": tuple(r["registered"]),
-                                    "builtin_namespaces": tuple(r["builtin_namespaces"])}) for r in hit)
+        return tuple(ProbeResult.from_json(r) for r in hit)
     results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
-    if key is not None and all(r.status != "timeout" for r in results):
-        cachedir.store_result(settings.cache_dir, "probes", key, [{**asdict(r), "output": r.output[-4000:]}
+    if key is not None and all(r.status is not ProbeStatus.TIMED_OUT for r in results):
+        cachedir.store_result(settings.cache_dir, "probes", key, [{**r.to_json(), "output": r.output[-4000:]}
                                                                   for r in results])
     return results
 

@@ -7,30 +7,29 @@ while the probe runs; it hands the child a cleaned environment and a private wor
 the results only from the private channel and only with the nonce, the rest (exit status, sandbox files,
 containment) from the status channel the untrusted code never holds; it keeps a bounded part of the
 output; and it ends every process and removes every file of the probe on every way out (a timeout, an
-error, SIGINT, SIGTERM).
+error, SIGINT, SIGTERM). customops/probe/guard.py and customops/probe/removal.py hold those two jobs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import secrets
 import selectors
 import signal
-import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import IO, Any
 
 from customops import cleanup
 from customops.errors import printable
+from customops.probe.containment import Containment
+from customops.probe.guard import guarded, held_signals
+from customops.probe.removal import remove_tree
 
 CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py").read_text()
 LAYERS = frozenset({"namespaces", "landlock", "other-uid"})  # what a probe may use; tests take some away
@@ -40,75 +39,6 @@ SANDBOX_LIMIT = 64 << 20  # the sandbox's tmpfs, where there is one
 RESULTS_LIMIT = 16 << 20  # bytes read from the result channel (more is read and dropped)
 STATUS_LIMIT = 1 << 20
 STOP_GRACE = 5.0  # seconds the supervisor has to end everything after SIGTERM
-PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 3, 4, 36, 37
-HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-@dataclass(frozen=True)
-class Containment:
-    """What the loader could not do, as it reported before running anything untrusted."""
-
-    root: bool = False  # customops runs as root
-    uid: int = -1
-    other_uid: bool = False  # the loader ran as another uid than customops
-    capabilities: bool = True  # some capability was left
-    namespaces: tuple[str, ...] = ()
-    read_only: bool = False  # a read-only view of the file system (the sandbox excepted)
-    proc: bool = False  # /proc shows the new PID namespace only
-    landlock: int = 0  # Landlock ABI version applied, 0: none
-    landlock_tcp: bool = False
-    landlock_signals: bool = False
-
-    @classmethod
-    def parse(cls, facts: object) -> Containment | None:
-        """From the loader's report; None unless every field has its type."""
-        if not isinstance(facts, dict):
-            return None
-        values: dict[str, Any] = {}
-        for field in dataclass_fields(cls):
-            value = facts.get(field.name, field.default)
-            if field.name == "namespaces":
-                if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-                    return None
-                value = tuple(value)
-            elif type(value) is not type(field.default):
-                return None
-            values[field.name] = value
-        return cls(**values)
-
-    def describe(self) -> str:
-        """One line for the report: what a probed library could and could not do on this machine."""
-        who = f"uid {self.uid}" if self.other_uid else "root" if self.root else f"your user (uid {self.uid})"
-        if not self.capabilities and (self.root or "user" in self.namespaces):
-            who += " without capabilities"
-        spaces = [n for n in self.namespaces if n != "user"]
-        where = f"in new {_join(spaces)} namespaces" if spaces else "without namespaces"
-        where += f", under Landlock (ABI {self.landlock})" if self.landlock else ", without Landlock"
-        if self.read_only or self.landlock:
-            writes = "writes outside the sandbox prevented"
-        elif self.other_uid:
-            writes = f"a library could write wherever uid {self.uid} may"
-        else:
-            writes = "a library could write wherever you can"
-        unreachable = self.landlock_signals or (self.other_uid and self.root)  # cannot signal us or the supervisor
-        reach = ("customops out of its reach" if unreachable or "PID" in self.namespaces
-                 else "a library could signal customops")
-        if "PID" in self.namespaces:
-            processes = "no process outlives its probe"
-        else:
-            processes = "its processes are ended after it" + ("" if unreachable else
-                                                                ", unless it kills the probe's supervisor")
-        if "PID" in self.namespaces and not self.proc:
-            processes += " (the machine's processes listed in /proc)"
-        network = ("no network" if "network" in self.namespaces else "no TCP" if self.landlock_tcp
-                   else "the network reachable")
-        return f"probes ran as {who} {where}: {writes}; {reach}; {processes}; {network}"
-
-
-def _join(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 @dataclass(frozen=True)
@@ -131,9 +61,9 @@ class Run:
 
 def run(python: str, script: str, args: list[str], timeout: float, memory_mb: int,
         readable: tuple[str, ...] = ()) -> Run:
-    """Run `script` (which reports with emit(tag, *fields)) with `args` as its sys.argv[1:] in `python`,
-    contained. `readable`: files the loader must be able to read (when root, it switches to uid 65534 only
-    if that uid can)."""
+    """Run `script`, the text of a customops/probe/child_*.py module, in `python`, contained: its
+    main(emit, args) gets `args` (also its sys.argv[1:]) and reports with emit(tag, *fields). `readable`:
+    files the loader must be able to read (when root, it switches to uid 65534 only if that uid can)."""
     workdir = tempfile.mkdtemp(prefix="customops-probe-")
     cleanup.register(workdir)
     try:
@@ -143,7 +73,7 @@ def run(python: str, script: str, args: list[str], timeout: float, memory_mb: in
         return _run(python, script, args, timeout, memory_mb, readable, sandbox)
     finally:
         with held_signals():
-            _remove(workdir)
+            remove_tree(workdir)
             cleanup.unregister(workdir)
 
 
@@ -159,7 +89,7 @@ def _run(python: str, script: str, args: list[str], timeout: float, memory_mb: i
               "sandbox": sandbox, "script": script, "args": args, "memory_mb": memory_mb, "file_limit": FILE_LIMIT,
               "sandbox_limit": SANDBOX_LIMIT, "readable": list(readable), "layers": sorted(LAYERS)}
     env = {"PATH": "/usr/bin:/bin", "HOME": sandbox, "TMPDIR": sandbox, "LANG": "C.UTF-8"}
-    with tempfile.TemporaryFile() as log, _guarded():
+    with tempfile.TemporaryFile() as log, guarded():
         try:
             try:
                 proc = subprocess.Popen([python, "-I", "-c", CHILD_SOURCE, json.dumps(config)], cwd="/", env=env,
@@ -305,114 +235,3 @@ def _bounded(log: IO[bytes]) -> str:
     return data.decode("utf-8", "replace")
 
 
-@contextlib.contextmanager
-def _guarded() -> Iterator[None]:
-    """customops while a probe runs: not dumpable (a process of the same user cannot ptrace it or read its
-    environment), and a subreaper (a process that escaped the probe's supervisor becomes our child, and is
-    ended when the probe is)."""
-    dumpable = _prctl(PR_GET_DUMPABLE)
-    subreaper = ctypes.c_int(0)
-    _libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0)
-    before = set(_children())
-    _prctl(PR_SET_DUMPABLE, 0)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    try:
-        yield
-    finally:
-        with held_signals():
-            _end_orphans(before)
-            _prctl(PR_SET_CHILD_SUBREAPER, subreaper.value)
-            _prctl(PR_SET_DUMPABLE, dumpable)
-
-
-def _prctl(option: int, value: int = 0) -> int:
-    return int(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0))
-
-
-def _end_orphans(before: set[int]) -> None:
-    """Kill and reap the children we did not have before the probe: its processes, reparented to us."""
-    while orphans := [pid for pid in _children() if pid not in before]:
-        for pid in orphans:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in orphans:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-
-
-def _children() -> list[int]:
-    me = os.getpid()
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
-                        found.append(int(name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-@contextlib.contextmanager
-def held_signals() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait until the cleanup inside is done (then interrupt as usual)."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _remove(path: str) -> None:
-    """Remove the probe's directory whatever its library did to it (made unreadable, nested thousands deep,
-    replaced by a symlink): each directory's subdirectories are moved up to the top before it is removed,
-    so depth costs neither recursion nor descriptors, and no symlink is ever followed."""
-    try:
-        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(path)  # whatever was put in its place
-        return
-    prefix = f".customops-{secrets.token_hex(4)}-"
-    moved = 0
-    try:
-        names = os.listdir(top)
-        while names:
-            pending = list(names)
-            while pending:
-                name = pending.pop()
-                if not _is_directory(top, name):
-                    with contextlib.suppress(OSError):
-                        os.unlink(name, dir_fd=top)
-                    continue
-                with contextlib.suppress(OSError, ValueError):  # ValueError: a symlink (never followed)
-                    os.chmod(name, 0o700, dir_fd=top, follow_symlinks=False)
-                with contextlib.suppress(OSError):
-                    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
-                    try:
-                        for entry in os.listdir(inner):
-                            moved += 1
-                            with contextlib.suppress(OSError):
-                                if _is_directory(inner, entry):
-                                    os.rename(entry, prefix + str(moved), src_dir_fd=inner, dst_dir_fd=top)
-                                    pending.append(prefix + str(moved))
-                                else:
-                                    os.unlink(entry, dir_fd=inner)
-                    finally:
-                        os.close(inner)
-                    os.rmdir(name, dir_fd=top)
-            names, before = os.listdir(top), names
-            if sorted(names) == sorted(before):
-                break  # nothing more can be removed
-    finally:
-        os.close(top)
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
-
-
-def _is_directory(dir_fd: int, name: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False

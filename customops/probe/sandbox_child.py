@@ -307,8 +307,9 @@ def landlock(sandbox: str) -> dict[str, object]:
 
 
 def run_script(script: str, args: list[str], fd: int, nonce: bytes) -> None:
-    """Run the probe script with `emit`, which sends one result over the private channel; "END" when it
-    returns. The process then ends at once: no library destructor or atexit handler runs after the report."""
+    """Run the probe script's main(emit, args) (customops/probe/child_*.py), where `emit` sends one result
+    over the private channel; "END" when it returns 0. The process then ends at once, with main's status: no
+    library destructor or atexit handler runs after the report."""
 
     def emit(*fields: str) -> None:  # a newline first: an unfinished line a library wrote cannot swallow it
         write_all(fd, b"\n" + nonce + b" " + json.dumps(fields).encode() + b"\n")
@@ -316,8 +317,11 @@ def run_script(script: str, args: list[str], fd: int, nonce: bytes) -> None:
     sys.argv = ["-c", *args]
     code = 0
     try:
-        exec(compile(script, "<probe>", "exec"), {"__name__": "__main__", "emit": emit})
-        emit("END")
+        namespace: dict[str, Any] = {"__name__": "__probe__"}
+        exec(compile(script, "<probe>", "exec"), namespace)
+        code = namespace["main"](emit, args)
+        if code == 0:
+            emit("END")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except BaseException:  # the traceback goes to the probe's output

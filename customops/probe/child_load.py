@@ -1,0 +1,229 @@
+"""The probe's loader script: loads op libraries in order, as a framework loads them, and reports each one.
+
+customops never imports this module: customops/probe/frameworks.py hands its text to the sandbox
+(customops/probe/sandbox_child.py's run_script), which calls main(emit, args) in the loader process of the
+probe interpreter. It needs nothing but the standard library and ctypes and runs on Python 3.8 and later.
+
+args: the framework ("none", "torch", "tensorflow" or "onnxruntime"), the libonnxruntime.so ("" for the
+others), then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
+for each library REGISTERED (library, name) for every name the registry gained, then LOADED (library); or
+FAILED (message) for the first library whose load call raised, and nothing after it; or UNAVAILABLE
+(message) when the framework cannot be imported (exit status 3).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from typing import Any
+
+UNAVAILABLE_EXIT, FAILED_EXIT = 3, 1
+LOCAL = os.RTLD_NOW | os.RTLD_LOCAL
+
+
+def main(emit: Callable[..., None], args: list[str]) -> int:
+    """Load every library, stopping at the first failure; the exit status."""
+    framework, runtime, paths = args[0], args[1], args[2:]
+    try:
+        if framework in ("torch", "tensorflow"):
+            __import__(framework)
+        elif framework == "onnxruntime":
+            ctypes.CDLL(runtime, mode=LOCAL)
+    except (ImportError, OSError) as exc:
+        emit("UNAVAILABLE", one_line(exc))
+        return UNAVAILABLE_EXIT
+    loader = loader_for(framework, runtime, emit)
+    for path in paths:
+        try:
+            added = loader.load(path)
+            if path == paths[-1]:
+                loader.finish()
+        except Exception as exc:
+            emit("FAILED", one_line(exc))
+            return FAILED_EXIT
+        for name in sorted(added):
+            emit("REGISTERED", path, name)
+        emit("LOADED", path)
+    return 0
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+class Dlopen:
+    """A plain dlopen(RTLD_NOW | RTLD_LOCAL), as a backend opens a library it was given."""
+
+    def load(self, path: str) -> set[str]:
+        """Load `path`; the names the framework's registry gained (the set may grow until finish)."""
+        ctypes.CDLL(path, mode=LOCAL)
+        return set()
+
+    def finish(self) -> None:
+        """What runs after the last library (ONNX Runtime: creating a session)."""
+
+
+class Torch(Dlopen):
+    """torch.ops.load_library, which Triton's PyTorch backend does for each op library; the schemas gained."""
+
+    def __init__(self, emit: Callable[..., None]) -> None:
+        import torch
+
+        self.torch = torch
+        emit("VERSION", torch.__version__)
+        emit("BUILTIN", " ".join(sorted({name.split("::")[0] for name in self.schemas()})))
+
+    def schemas(self) -> set[str]:
+        return {s.name for s in self.torch._C._jit_get_all_schemas()}
+
+    def load(self, path: str) -> set[str]:
+        before = self.schemas()
+        self.torch.ops.load_library(path)
+        return self.schemas() - before
+
+
+class Tensorflow(Dlopen):
+    """What tf.load_op_library does, keeping the op list TensorFlow reports for the library."""
+
+    def __init__(self, emit: Callable[..., None]) -> None:
+        from tensorflow.core.framework import op_def_pb2
+        from tensorflow.python.framework import versions
+
+        emit("VERSION", versions.__version__)
+        from tensorflow.python.client import pywrap_tf_session
+
+        self.op_list, self.session = op_def_pb2.OpList, pywrap_tf_session
+
+    def load(self, path: str) -> set[str]:
+        ops = self.op_list.FromString(self.session.TF_GetOpList(self.session.TF_LoadLibrary(path)))
+        return {op.name for op in ops.op}
+
+
+# Slots of ONNX Runtime's OrtApi (include/onnxruntime/core/session/onnxruntime_c_api.h; the struct is
+# append-only, so they never move).
+GET_ERROR_MESSAGE, CREATE_ENV, CREATE_SESSION_FROM_ARRAY, CREATE_SESSION_OPTIONS = 2, 3, 8, 10
+CREATE_CUSTOM_OP_DOMAIN, CUSTOM_OP_DOMAIN_ADD, ADD_CUSTOM_OP_DOMAIN = 26, 27, 28
+EMPTY_MODEL = bytes.fromhex(  # ir_version 8, opset 17, one Identity node: y = x, float[1]
+    "08083a370a100a017812017922084964656e746974791201705a0f0a0178120a0a08080112040a020801620f0a0179120a0a"
+    "08080112040a02080142040a001011")
+
+
+def status_function(*argtypes: Any) -> Any:
+    """The ctypes type of an OrtApi function that returns an OrtStatus* (NULL: success)."""
+    return ctypes.CFUNCTYPE(ctypes.c_void_p, *argtypes)
+
+
+def mapping_end(address: int) -> int:
+    """Where the mapping that holds `address` ends: how much of the OrtApi table can be copied."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            if start <= address < end:
+                return end
+    raise RuntimeError(f"no mapping holds the OrtApi table at {address:#x}")
+
+
+class OnnxRuntime(Dlopen):
+    """ONNX Runtime's own C API through ctypes, so no Python binding is needed: inside a Triton container
+    the probe uses the backend's libonnxruntime.so. Each library's RegisterCustomOps gets an OrtApi table in
+    which CreateCustomOpDomain, CustomOpDomain_Add and AddCustomOpDomain record what it registers and forward
+    to the real functions. After the last library a session is created from an empty model: that is when
+    ONNX Runtime rejects conflicting registrations (CreateCustomRegistry in
+    onnxruntime/core/session/custom_ops.cc, called when the session is created)."""
+
+    def __init__(self, runtime: str, emit: Callable[..., None]) -> None:
+        ort = ctypes.CDLL(runtime, mode=LOCAL)
+        ort.OrtGetApiBase.restype = ctypes.POINTER(ctypes.c_void_p * 2)
+        base = ort.OrtGetApiBase().contents
+        get_api = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)(base[0])
+        version = ctypes.CFUNCTYPE(ctypes.c_char_p)(base[1])().decode()
+        emit("VERSION", version)
+        api_version = int(version.split(".")[1])
+        while api_version > 1 and not get_api(api_version):
+            api_version -= 1
+        address = get_api(api_version)
+        self.real = (ctypes.c_void_p * min(1024, (mapping_end(address) - address) // 8)).from_address(address)
+        self.domain_names: dict[int, str] = {}
+        self.domain_ops: dict[int, list[str]] = {}
+        self.added: set[str] = set()
+        pointer_out = ctypes.POINTER(ctypes.c_void_p)
+        self.hooks = [status_function(ctypes.c_char_p, pointer_out)(self.record_domain),
+                      status_function(ctypes.c_void_p, ctypes.c_void_p)(self.record_op),
+                      status_function(ctypes.c_void_p, ctypes.c_void_p)(self.record_add)]
+        self.table = (ctypes.c_void_p * len(self.real))(*self.real)
+        self.table[CREATE_CUSTOM_OP_DOMAIN:ADD_CUSTOM_OP_DOMAIN + 1] = [
+            ctypes.cast(hook, ctypes.c_void_p).value for hook in self.hooks]
+        self.wrapped_get_api = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)(
+            lambda v: ctypes.addressof(self.table) if get_api(v) else None)
+        self.wrapped_base = (ctypes.c_void_p * 2)(ctypes.cast(self.wrapped_get_api, ctypes.c_void_p).value, base[1])
+        self.create_domain = self.api(CREATE_CUSTOM_OP_DOMAIN, ctypes.c_char_p, pointer_out)
+        self.add_op = self.api(CUSTOM_OP_DOMAIN_ADD, ctypes.c_void_p, ctypes.c_void_p)
+        self.add_domain = self.api(ADD_CUSTOM_OP_DOMAIN, ctypes.c_void_p, ctypes.c_void_p)
+        self.options = ctypes.c_void_p()
+        self.check(self.api(CREATE_SESSION_OPTIONS, pointer_out)(ctypes.byref(self.options)))
+
+    def api(self, slot: int, *argtypes: Any) -> Any:
+        """The real OrtApi function in `slot`, as a callable that returns an OrtStatus*."""
+        return status_function(*argtypes)(self.real[slot])
+
+    def check(self, status: int | None, context: str = "") -> None:
+        if status:
+            message = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(self.real[GET_ERROR_MESSAGE])(status)
+            raise RuntimeError(context + message.decode())
+
+    def record_domain(self, name: bytes, out: Any) -> int | None:
+        status: int | None = self.create_domain(name, out)
+        if not status:
+            self.domain_names[out[0]] = name.decode()
+        return status
+
+    def record_op(self, domain: int, op: int) -> int | None:
+        words = ctypes.cast(op, ctypes.POINTER(ctypes.c_void_p))
+        name = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(words[2])(op).decode()
+        provider = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(words[3])(op) if words[3] else None
+        suffix = "" if provider in (None, b"", b"CPUExecutionProvider") else " [" + provider.decode() + "]"
+        self.domain_ops.setdefault(domain, []).append(name + suffix)
+        status: int | None = self.add_op(domain, op)
+        return status
+
+    def record_add(self, options: int, domain: int) -> int | None:
+        self.added.update(self.domain_names.get(domain, "?") + ":" + op for op in self.domain_ops.get(domain, []))
+        status: int | None = self.add_domain(options, domain)
+        return status
+
+    def load(self, path: str) -> set[str]:
+        """RegisterCustomOps(options, api_base), as ONNX Runtime's RegisterCustomOpsLibrary does, with the
+        recording table; the domain:op names added (until finish, which may still add some)."""
+        self.added = set()
+        try:
+            library = ctypes.CDLL(path, mode=LOCAL)
+        except OSError as exc:
+            raise RuntimeError("Failed to load library " + path + " with error: " + str(exc)) from None
+        try:
+            register = library.RegisterCustomOps
+        except AttributeError as exc:
+            raise RuntimeError("Failed to get symbol RegisterCustomOps with error: " + str(exc)) from None
+        register.restype, register.argtypes = ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_void_p)
+        self.check(register(self.options, ctypes.addressof(self.wrapped_base)))
+        return self.added
+
+    def finish(self) -> None:
+        env, session = ctypes.c_void_p(), ctypes.c_void_p()
+        pointer_out = ctypes.POINTER(ctypes.c_void_p)
+        self.check(self.api(CREATE_ENV, ctypes.c_int, ctypes.c_char_p, pointer_out)(3, b"customops-probe",
+                                                                                  ctypes.byref(env)))
+        create = self.api(CREATE_SESSION_FROM_ARRAY, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                          ctypes.c_void_p, pointer_out)
+        self.check(create(env, EMPTY_MODEL, len(EMPTY_MODEL), self.options, ctypes.byref(session)),
+                   "creating a session: ")
+
+
+def loader_for(framework: str, runtime: str, emit: Callable[..., None]) -> Dlopen:
+    if framework == "torch":
+        return Torch(emit)
+    if framework == "tensorflow":
+        return Tensorflow(emit)
+    if framework == "onnxruntime":
+        return OnnxRuntime(runtime, emit)
+    return Dlopen()
