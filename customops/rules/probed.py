@@ -18,13 +18,12 @@ from dataclasses import replace
 from customops.codes import Severity
 from customops.errors import InputError
 from customops.findings import Finding
+from customops.inspect.files import mentioned, torchscript_ops
 from customops.inspect.onnxmodel import model_ops
 from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
-from customops.rules.registrations import mentioned, torchscript_ops
+from customops.probe.results import FAILURES, ProbeStatus
 from customops.triton.plan import Context
-
-FAILED = ("failed", "crashed", "timeout")
 
 
 def check(groups: list[ProbedGroup], findings: list[Finding], ctx: Context, models=(),  # type: ignore[no-untyped-def]
@@ -59,12 +58,12 @@ def _failures(group: ProbedGroup) -> list[Finding]:
     found = []
     members = group.members()
     for index, (step, alone, together) in enumerate(members):
-        if alone.status in FAILED:
+        if alone.status in FAILURES:
             found.append(Finding(
                 "CO409", f"{step.path} fails to load with {_label(group)}: {alone.message}", model=step.model,
                 library=step.path, file=step.source, predicted=alone.message,
-                evidence=(f"probe ({_label(group)}): {alone.status} when loaded alone: {alone.message}",)))
-        elif together.status in FAILED:
+                evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",)))
+        elif together.status in FAILURES:
             earlier = group.steps[:index]
             shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
             session = f"one session of model '{group.model}'" if group.model else "one process"
@@ -72,7 +71,7 @@ def _failures(group: ProbedGroup) -> list[Finding]:
                 "CO406", f"{step.path} loads alone but fails after {', '.join(s.path for s in earlier)} in {session}: "
                          f"{together.message}", model=step.model, library=step.path, file=step.source,
                 symbol=shared[0] if shared else None, predicted=together.message,
-                evidence=(f"probe ({_label(group)}): {together.status} when loaded after "
+                evidence=(f"probe ({_label(group)}): {together.status.value} when loaded after "
                           f"{', '.join(s.path for s in earlier)} ({together.message}); loads alone",
                           *([f"registered by both: {', '.join(shared[:10])}" + (" ..." if len(shared) > 10 else "")]
                             if shared else []))))
@@ -86,7 +85,7 @@ def _shadowed(group: ProbedGroup) -> list[Finding]:
     found = []
     members = group.members()
     for index, (step, alone, together) in enumerate(members):
-        if index == 0 or together.status != "loaded":
+        if index == 0 or together.status is not ProbeStatus.LOADED:
             continue
         dropped = set(alone.registered) - set(together.registered)
         winners = [s for s, r, _ in members[:index] if dropped & set(r.registered)]
