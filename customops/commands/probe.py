@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from customops.probe.frameworks import probe_group, probe_load
+    from customops.probe.results import ProbeStatus
 
     if args.together:
         results = probe_group(tuple(args.libraries), args.python, args.timeout, args.memory_mb, args.framework,
@@ -36,14 +37,14 @@ def run(args: argparse.Namespace) -> int:
         results = tuple(probe_load(lib, args.python, args.timeout, args.memory_mb, framework=args.framework,
                                    runtime=args.onnxruntime_library) for lib in args.libraries)
     if args.format == "json":
-        print(json.dumps([r.__dict__ for r in results], indent=2))
+        print(json.dumps([r.to_json() for r in results], indent=2))
     else:
         for r in results:
-            print(f"{r.status:>8}  {r.library}" + (f": {r.message}" if r.message else ""))
+            print(f"{r.status.value:>8}  {r.library}" + (f": {r.message}" if r.message else ""))
             for name in r.registered:
                 print(f"          registered {name}")
             if r.sandbox_files:
                 print(f"          wrote into its sandbox: {', '.join(r.sandbox_files)}")
         for containment in sorted({r.containment for r in results if r.containment}):
             print(f"note: {containment}")
-    return 0 if all(r.status == "loaded" for r in results) else 1
+    return 0 if all(r.status is ProbeStatus.LOADED for r in results) else 1
