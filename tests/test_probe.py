@@ -82,6 +82,10 @@ def test_the_scripts_handed_to_the_sandbox_are_the_child_modules():
     assert (PROBE_DIR / "sandbox_child.py").read_text() == sandbox.CHILD_SOURCE
     assert (PROBE_DIR / "child_load.py").read_text() == frameworks.LOADER
     assert (PROBE_DIR / "child_tensorflow_ops.py").read_text() == frameworks.TENSORFLOW_OPS
+    for script in (frameworks.LOADER, frameworks.TENSORFLOW_OPS):  # defined here, never imported by customops
+        namespace: dict[str, object] = {"__name__": "__probe__"}
+        exec(compile(script, "<probe>", "exec"), namespace)
+        assert callable(namespace["main"]) and namespace["UNAVAILABLE_EXIT"] == frameworks.UNAVAILABLE_EXIT
 
 
 @pytest.mark.parametrize("status", list(ProbeStatus))
@@ -96,3 +100,26 @@ def test_a_result_keeps_its_status_through_the_cache_form(status):
 
 def test_the_cache_shape_names_every_field_of_a_result():
     assert list(PROBE_RESULT_SHAPE) == [field.name for field in dataclasses.fields(ProbeResult)]
+
+
+@pytest.fixture
+def bare_python() -> str:
+    """An interpreter with neither customops nor the frameworks: the probe's children must still run in it."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"{python} is missing")
+    for module in ("customops", *FRAMEWORKS):
+        if subprocess.run([python, "-I", "-c", f"import {module}"], capture_output=True, cwd="/").returncode == 0:
+            pytest.skip(f"{python} has {module}")
+    return python
+
+
+def test_a_library_loads_in_an_interpreter_that_cannot_import_customops(tree, bare_python):
+    assert probe_load(str(tree / "b/liba.so"), python=bare_python).status is ProbeStatus.LOADED
+
+
+def test_a_framework_the_interpreter_lacks_is_unavailable_not_failed(tree, bare_python):
+    result = probe_load(str(tree / "b/liba.so"), python=bare_python, framework="torch")
+    assert result.status is ProbeStatus.UNAVAILABLE and f"{bare_python} cannot load torch" in result.message
+    assert frameworks.tensorflow_ops((str(tree / "b/liba.so"),), python=bare_python).startswith(
+        f"{bare_python} cannot load tensorflow")

@@ -27,6 +27,7 @@ from customops.probe.results import ProbeResult, ProbeStatus
 
 LOADER = Path(__file__).with_name("child_load.py").read_text()  # run in the sandbox, never imported
 TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text()
+UNAVAILABLE_EXIT = 3  # the scripts' exit status when the framework cannot be imported (their UNAVAILABLE_EXIT)
 
 
 def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
@@ -70,7 +71,7 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     if run.error is not None:
         return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"the probe's sandbox failed: {run.error}")
                      for p in paths)
-    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == 3:
+    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
         return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"{python} cannot load {framework}: {unavailable}")
                      for p in paths)
     return found.each(paths)
@@ -173,7 +174,7 @@ def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeou
     run = sandbox.run(python, TENSORFLOW_OPS, paths, timeout, memory_mb, tuple(paths))
     if run.error is not None:
         return f"listing TensorFlow's ops failed: the probe's sandbox failed: {run.error}"
-    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == 3:
+    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
         return f"{python} cannot load tensorflow: {unavailable}"
     ops = frozenset(name for m in run.messages if m[0] == "OPS" for name in m[1:])
     if not run.finished or not ops:
