@@ -1,6 +1,8 @@
 """The code table: every finding code, its default severity, and its explanation.
 
-One source for `customops explain CODE`, the SARIF rule metadata and the README's table. Codes are a
+One source for `customops explain CODE`, the SARIF rule metadata, the README's table and the pages under
+docs/codes/ (written by `python -m customops.codes --write-docs`; tests/test_code_docs.py fails when they
+drift). Codes are a
 public contract for CI users: a code's meaning never changes; new codes are added, none are reused.
 Each explanation follows one template: what it detects, why it matters (the runtime failure it
 predicts), how to fix it, and how to suppress it.
@@ -8,8 +10,10 @@ predicts), how to fix it, and how to suppress it.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from enum import IntEnum
+from pathlib import Path
 
 
 class Severity(IntEnum):
@@ -36,6 +40,7 @@ class Code:
     what: str
     why: str
     fix: str
+    emitted: bool = True  # False: reserved, documented but not reported yet
 
 
 E, W, N = Severity.ERROR, Severity.WARNING, Severity.INFO  # N: notice (info)
@@ -219,7 +224,7 @@ _TABLE = (
     Code("CO506", W, "TRITONBACKEND API newer than the server's",
          "The backend was built against a newer TRITONBACKEND API than the server provides (where determinable).",
          "`Triton TRITONBACKEND API version: X.Y does not support '<backend>' TRITONBACKEND API version: A.B`.",
-         "Build against the core repository tag that matches the server release."),
+         "Build against the core repository tag that matches the server release.", emitted=False),
     Code("CO507", N, "the probing framework is not the container's version",
          "With --probe: the torch, tensorflow or onnxruntime that loaded the op libraries has another version "
          "than the container's framework.",
@@ -248,22 +253,94 @@ _TABLE = (
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}
 
 
+DOCS_URL = "https://github.com/customops/customops/blob/main/docs/codes/{code}.md"
+README_BEGIN = "<!-- finding codes: generated from customops/codes.py by `python -m customops.codes --write-docs` -->"
+README_END = "<!-- end of finding codes -->"
+
+
+def docs_url(code: str) -> str:
+    """The code's documentation page (SARIF helpUri)."""
+    return DOCS_URL.format(code=code)
+
+
+def _sections(c: Code) -> list[tuple[str, list[tuple[str, ...]]]]:
+    """The template every explanation follows: (heading, lines); a line's parts alternate between prose and
+    what is typed (a command, a manifest entry, a comment), which the docs show as code."""
+    return [
+        ("What it detects", [(c.what,)]),
+        ("Why it matters", [(c.why,)]),
+        ("How to fix it", [(c.fix,)]),
+        ("How to suppress it", [
+            ("Every finding of it: ", f"customops check --ignore {c.code}", ", or in customops.toml ",
+             f'[check] ignore = ["{c.code}"]'),
+            ("Some findings: ", f'[check] ignore = [{{ code = "{c.code}", library = "<glob>", symbol = "<glob>", '
+             'reason = "<why>" }]'),
+            ("One line of a config.pbtxt: ", f"# customops: ignore[{c.code}]", " on that line (",
+             f"ignore-file[{c.code}]", " for the whole file)"),
+        ]),
+    ]
+
+
 def explain(code: str) -> str:
     c = CODES[code]
-    return "\n".join([
-        f"{c.code}: {c.title} (default severity: {c.severity})",
-        "",
-        "What it detects", f"  {c.what}",
-        "",
-        "Why it matters", f"  {c.why}",
-        "",
-        "How to fix it", f"  {c.fix}",
-        "",
-        "How to suppress it",
-        f"  Every finding of it: customops check --ignore {c.code}, or in customops.toml [check] ignore = "
-        f'["{c.code}"]',
-        f'  Some findings: [check] ignore = [{{ code = "{c.code}", library = "<glob>", symbol = "<glob>", '
-        'reason = "<why>" }]',
-        f"  One line of a config.pbtxt: # customops: ignore[{c.code}] on that line "
-        f"(ignore-file[{c.code}] for the whole file)",
-    ])
+    lines = [f"{c.code}: {c.title} (default severity: {c.severity})"]
+    for heading, body in _sections(c):
+        lines += ["", heading, *(f"  {''.join(parts)}" for parts in body)]
+    return "\n".join(lines)
+
+
+def _markdown(text: str) -> str:
+    """Prose for Markdown: <placeholders>, & and * outside `code spans` escaped, so that they show as written."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+    return "`".join(parts)
+
+
+def _markdown_line(parts: tuple[str, ...]) -> str:
+    return "".join(_markdown(part) if i % 2 == 0 else f"`{part}`" for i, part in enumerate(parts))
+
+
+def doc_page(code: str) -> str:
+    """docs/codes/<code>.md: the explanation, as `customops explain` prints it, in Markdown."""
+    c = CODES[code]
+    lines = [f"# {c.code}: {_markdown(c.title)}", "", f"Default severity: {c.severity}."]
+    if not c.emitted:
+        lines += ["", "Reserved: documented, but no check reports it yet."]
+    for heading, body in _sections(c):
+        bullet = "- " if len(body) > 1 else ""
+        lines += ["", f"## {heading}", "", *(bullet + _markdown_line(parts) for parts in body)]
+    lines += ["", f"`customops explain {c.code}` prints this explanation.", ""]
+    return "\n".join(lines)
+
+
+def readme_table() -> str:
+    """The README's table of codes, between README_BEGIN and README_END."""
+    rows = [f"| [{c.code}](docs/codes/{c.code}.md) | {c.severity} | {_markdown(c.title)}"
+            f"{'' if c.emitted else ' (reserved: not reported yet)'} |" for c in _TABLE]
+    return "\n".join([README_BEGIN, "| code | severity | meaning |", "|---|---|---|", *rows, README_END])
+
+
+def generated(root: Path) -> dict[Path, str]:
+    """Every generated file under the checkout `root` with the content it should have."""
+    readme = root / "README.md"
+    text = readme.read_text()
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    pages = {root / "docs" / "codes" / f"{code}.md": doc_page(code) for code in CODES}
+    return {readme: text[:start] + readme_table() + text[end:], **pages}
+
+
+def main(argv: list[str]) -> int:
+    """`python -m customops.codes --write-docs [CHECKOUT]`: rewrite the README's table and docs/codes/."""
+    if not argv or argv[0] != "--write-docs":
+        print("usage: python -m customops.codes --write-docs [CHECKOUT]", file=sys.stderr)
+        return 2
+    root = Path(argv[1] if len(argv) > 1 else Path(__file__).parent.parent)
+    (root / "docs" / "codes").mkdir(parents=True, exist_ok=True)
+    for path, content in generated(root).items():
+        path.write_text(content)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
