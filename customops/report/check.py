@@ -13,7 +13,7 @@ import os
 from collections import defaultdict
 
 from customops import __version__, schemas
-from customops.codes import CODES, Severity
+from customops.codes import CODES, Severity, docs_url
 from customops.findings import Finding
 from customops.report.escape import console as new_console
 from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
@@ -82,7 +82,7 @@ def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
               "fullDescription": {"text": CODES[code].what},
-              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}"},
+              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}"}, "helpUri": docs_url(code),
               "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
     results = []
     for f in result.findings:
