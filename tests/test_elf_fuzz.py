@@ -10,7 +10,8 @@ from conftest import needs_fixture, toolchains_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from customops.elf.reader import FileIdentity, parse_elf
+from customops.elf.parse import parse_elf
+from customops.elf.records import FileIdentity
 from customops.elf.summary import scan_record
 from customops.errors import ElfError
 from fixtures.build import why_unavailable

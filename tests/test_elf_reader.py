@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from customops.elf.cache import ElfReader
-from customops.elf.reader import RELOC_LAZY, RELOC_NOW
+from customops.elf.constants import RELOC_LAZY, RELOC_NOW
 from customops.elf.summary import scan_record
 from customops.errors import ElfError
 
@@ -135,7 +135,7 @@ def test_a_big_endian_library(tree, reader):
 
 
 def _hashes(name: bytes) -> tuple[int, int]:
-    from customops.elf.reader import gnu_hash, sysv_hash
+    from customops.elf.hashes import gnu_hash, sysv_hash
 
     return gnu_hash(name), sysv_hash(name)
 
@@ -261,7 +261,7 @@ def test_scan_json_has_the_documented_fields(tree, reader):
 def test_the_bulk_hash_walk_finds_exactly_what_the_walk_one_name_at_a_time_finds(tree, reader):
     """lookup_many (one vectorised pass of do_lookup_x's GNU-hash walk) against lookup, on every fixture
     library, libstdc++ and libtorch_cpu.so: every name defined, undefined or absent, with its hash."""
-    from customops.elf.reader import gnu_hashes
+    from customops.elf.hashes import gnu_hashes
     from customops.errors import ElfError
 
     libraries = [p for p in tree.rglob("*.so*") if p.is_file() and not p.is_symlink()]
@@ -288,7 +288,7 @@ def test_the_bulk_hash_walk_finds_exactly_what_the_walk_one_name_at_a_time_finds
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300), st.integers(1, 64))
 def test_nul_offsets_found_a_chunk_at_a_time_equal_a_whole_table_scan(data, chunk):
-    from customops.elf.reader import _nul_positions
+    from customops.elf.symbols import _nul_positions
 
     assert _nul_positions(data, chunk).tolist() == np.flatnonzero(np.frombuffer(data, np.uint8) == 0).tolist()
 
@@ -296,6 +296,6 @@ def test_nul_offsets_found_a_chunk_at_a_time_equal_a_whole_table_scan(data, chun
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=2000), max_size=30))
 def test_gnu_hashes_in_closed_form_equal_dl_new_hash_one_name_at_a_time(names):
-    from customops.elf.reader import gnu_hash, gnu_hashes
+    from customops.elf.hashes import gnu_hash, gnu_hashes
 
     assert gnu_hashes(names).tolist() == [gnu_hash(name) for name in names]

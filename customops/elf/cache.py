@@ -23,26 +23,22 @@ from pathlib import Path
 import numpy as np
 
 from customops import cachedir
-from customops.elf.reader import (
-    DT_JMPREL,
+from customops.elf.constants import (
     DT_PLTREL,
-    DT_PLTRELSZ,
     DT_REL,
     DT_RELA,
     DT_RELASZ,
     DT_RELSZ,
     RELOC_COPY,
     RELOC_LAZY,
-    ElfInfo,
-    FileIdentity,
-    _Parser,
-    open_mapped,
-    parse_elf,
 )
+from customops.elf.image import RELOCATION_TABLE
+from customops.elf.parse import Parser, open_mapped, parse_elf
+from customops.elf.records import ElfInfo, FileIdentity
+from customops.elf.relocations import NO_RELOCATION, plt_range, rel_entsize
 
 FORMAT = b"COELF\x00\x06\x00"  # bump the last bytes whenever the entry layout or its meaning changes
 _HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
-_NO_RELOCATION = np.iinfo(np.uint32).max
 SUBDIR = "elf"
 SPOT_CHECKS = 32  # relocations per table compared with a cache entry on every hit
 _random = random.Random()  # seeded from os.urandom: which relocations are checked cannot be foreseen
@@ -143,16 +139,16 @@ def decode_relocations(raw: bytes, identity: FileIdentity, count: int) -> tuple[
     classes = np.frombuffer(raw, "u1", n, _HEADER.size + 8 * n)
     if n and (indices[0] < 1 or indices[-1] >= count or not np.all(indices[1:] > indices[:-1])):
         raise StaleEntry("symbol indices out of order or out of range")
-    if not np.all((classes >= RELOC_LAZY) & (classes <= RELOC_COPY)) or np.any(first == _NO_RELOCATION):
+    if not np.all((classes >= RELOC_LAZY) & (classes <= RELOC_COPY)) or np.any(first == NO_RELOCATION):
         raise StaleEntry("unknown relocation class")
     reloc_class = np.zeros(count, dtype=np.uint8)
     reloc_class[indices] = classes
-    reloc_first = np.full(count, _NO_RELOCATION, dtype=np.uint32)
+    reloc_first = np.full(count, NO_RELOCATION, dtype=np.uint32)
     reloc_first[indices] = first
     return reloc_class, reloc_first
 
 
-class _CachedParser(_Parser):
+class _CachedParser(Parser):
     """The full parser, except that the relocation pass (the one costly part) is replaced by a cache entry,
     spot-checked against relocations of the file picked at random."""
 
@@ -160,7 +156,7 @@ class _CachedParser(_Parser):
         super().__init__(path, data, identity)
         self.entry = entry
 
-    def _relocation_classes(self, single: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
+    def relocation_classes(self, single: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
         classes, first = decode_relocations(self.entry, self.identity, count)
         self._spot_check(single, count, classes)
         return classes, first
@@ -169,23 +165,24 @@ class _CachedParser(_Parser):
         """Every relocation that names a symbol gives it a class in the full pass; SPOT_CHECKS of them, picked
         at random in each table, must have one here too. An entry that drops the file's references (or was
         never this file's) is then a miss, at the cost of a few dozen reads instead of the whole pass."""
-        plt = None
-        if DT_JMPREL in single and single.get(DT_PLTRELSZ):
-            plt = (single[DT_JMPREL], single[DT_PLTRELSZ], single.get(DT_PLTREL, DT_RELA) == DT_RELA)
+        plt_span = plt_range(single)
+        plt = None if plt_span is None else (plt_span[0], plt_span[1] - plt_span[0],
+                                             single.get(DT_PLTREL, DT_RELA) == DT_RELA)
         tables = [(single[tag], single[size_tag], is_rela) for tag, size_tag, is_rela in
                   ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)) if tag in single and single.get(size_tag)]
         if plt is not None:  # a table that also covers the PLT stops where it begins, as in the full pass
             tables = [(start, max(0, plt[0] - start) if start < plt[0] + plt[1] and plt[0] < start + size else size,
                        is_rela) for start, size, is_rela in tables] + [plt]
-        word = self.elf_class // 8
-        info = self.endian + ("Q" if word == 8 else "I")
+        image = self.image
+        word = image.elf_class // 8
+        info = image.endian + ("Q" if word == 8 else "I")
         shift = 32 if word == 8 else 8
         for start, size, is_rela in tables:
-            entsize = self._rel_entsize(is_rela)
+            entsize = rel_entsize(image.elf_class, is_rela)
             n = size // entsize
-            base = self.offset_of(start, n * entsize, "relocation table") if n else 0
+            base = image.offset_of(start, n * entsize, RELOCATION_TABLE) if n else 0
             for j in _random.sample(range(n), min(n, SPOT_CHECKS)):
-                symbol = struct.unpack_from(info, self.data, base + j * entsize + word)[0] >> shift
+                symbol = struct.unpack_from(info, image.data, base + j * entsize + word)[0] >> shift
                 if 0 < symbol < count and not classes[symbol]:
                     raise StaleEntry(f"relocation {j} names symbol {symbol}, which the entry says is not referenced")
 

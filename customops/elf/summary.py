@@ -9,16 +9,16 @@ import numpy as np
 
 from customops import schemas
 from customops.elf.cache import ElfReader
-from customops.elf.demangle import demangle
-from customops.elf.reader import (
+from customops.elf.constants import (
     BIND_NAMES,
     RELOC_CLASS_NAMES,
     TYPE_NAMES,
     VERSYM_HIDDEN,
     VERSYM_INDEX,
     VISIBILITY_NAMES,
-    ElfInfo,
 )
+from customops.elf.demangle import demangle
+from customops.elf.records import ElfInfo
 
 SCAN_SCHEMA = schemas.SCAN
 _VERSION_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*)_(?P<number>\d+(?:\.\d+)*)$")

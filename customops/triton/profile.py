@@ -4,7 +4,7 @@ CI without the image checks loading against the exact container.
 For every ELF file under the container's library directories (the system directories, everything below
 /opt/tritonserver, the directories its ld.so.cache points into) the profile keeps only the byte ranges the
 dynamic linker reads: headers, PT_DYNAMIC, the dynamic symbol and string tables, the hash and version
-tables (elf.reader.loader_ranges), zlib-compressed; relocations are left out, since the container's own
+tables (elf.ranges.loader_ranges), zlib-compressed; relocations are left out, since the container's own
 libraries are not on trial. It also keeps symlinks, the backend directory layout, TRITON_VERSION and the
 binary ld.so.cache. `materialize` rebuilds a sparse skeleton root from it (cached by content), on which
 `customops check` runs exactly as on the container itself.
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from customops import chroot, outputs, safeio, schemas
-from customops.elf.reader import loader_ranges
+from customops.elf.ranges import loader_ranges
 from customops.errors import ElfError, InputError, printable
 
 PROFILE_SCHEMA = schemas.PROFILE
@@ -178,29 +178,29 @@ def _relocation_summary(host: str, image: dict[int, bytearray]) -> dict[int, byt
     import numpy as np
 
     from customops.elf.cache import ElfReader
-    from customops.elf.reader import (
+    from customops.elf.constants import (
         COPY_BY_MACHINE,
         DT_JMPREL,
         DT_PLTRELSZ,
         DT_RELA,
         DT_RELASZ,
         JUMP_SLOT_BY_MACHINE,
+        PT_DYNAMIC,
+        PT_LOAD,
         RELOC_COPY,
         RELOC_LAZY,
         RELOC_NOW,
     )
+    from customops.elf.header import program_headers, read_header
+    from customops.elf.parse import open_mapped
 
     info = ElfReader(use_cache=False).read(host)
     if info.elf_class != 64 or info.byte_order != "little":
         return {}
-    with open(host, "rb") as f:
-        header = f.read(64)
-        phoff, = struct.unpack_from("<Q", header, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
-        f.seek(phoff)
-        phdrs = [struct.unpack_from("<IIQQQQQQ", f.read(phentsize)) for _ in range(phnum)]
-    loads = [(p[3], p[2], p[5]) for p in phdrs if p[0] == 1]  # vaddr, offset, filesz
-    dynamic = next(((p[2], p[5]) for p in phdrs if p[0] == 2), None)
+    mapped, _identity = open_mapped(host)
+    segments = program_headers(mapped, read_header(mapped, host), host)
+    loads = [(s.vaddr, s.offset, s.filesz) for s in segments if s.type == PT_LOAD]
+    dynamic = next(((s.offset, s.filesz) for s in segments if s.type == PT_DYNAMIC), None)
     chunk = next((k for k, data in image.items() if dynamic and k <= dynamic[0] < k + len(data)), None)
     if dynamic is None or chunk is None:
         return {}
