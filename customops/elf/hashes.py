@@ -143,9 +143,10 @@ class HashTable:
         meets whose hash matches, in walk order per query. None when some chain is longer than `max_steps`
         (a damaged table): the caller walks those one by one."""
         empty = np.empty(0, dtype=np.intp)
-        if not self.nbuckets or self.bloom_array is None or not len(self.bloom_array) or not len(hashes):
+        bloom = self.bloom_array
+        if not self.nbuckets or bloom is None or not len(bloom) or not len(hashes):
             return empty, empty
-        queries, position = self._bloom_passes(hashes)
+        queries, position = self._bloom_passes(bloom, hashes)
         wanted = hashes[queries].astype(np.uint32)
         chain, found_q, found_i = self.chain_array, [], []
         for _ in range(max_steps):
@@ -168,10 +169,8 @@ class HashTable:
         order = np.lexsort((i, q))
         return q[order], i[order]
 
-    def _bloom_passes(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _bloom_passes(self, bloom: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The queries that pass the Bloom filter and have a non-empty bucket, with their first chain index."""
-        assert self.bloom_array is not None
-        bloom = self.bloom_array
         h = hashes.astype(np.uint64)
         bits = np.uint64(self.word_bits)
         words = bloom.astype(np.uint64)[((h // bits) & np.uint64(len(bloom) - 1)).astype(np.intp)]

@@ -20,6 +20,7 @@ class FileImage:
         self.data = data
         self.size = len(data)
         self.touched = touched
+        # until `adopt`: only `need` is used (on the ELF header and the program header table)
         self.elf_class = 64
         self.endian = "<"
         self.byte_order = "little"
