@@ -47,6 +47,12 @@ ET_NAMES = {ET_NONE: "ET_NONE", ET_REL: "ET_REL", ET_EXEC: "ET_EXEC", ET_DYN: "E
 EM_386, EM_S390, EM_ARM, EM_X86_64, EM_AARCH64 = 3, 22, 40, 62, 183
 EM_PPC, EM_PPC64, EM_RISCV, EM_LOONGARCH, EM_ALPHA = 20, 21, 243, 258, 0x9026
 
+# sizeof(ElfW(Dyn)) and sizeof(ElfW(Sym)) by word size; DT_GNU_HASH's header (nbuckets, symoffset,
+# bloom_size, bloom_shift) and DT_HASH's (nbucket, nchain) in words
+DYN_ENTRY_SIZE = {32: 8, 64: 16}
+SYM_ENTRY_SIZE = {32: 16, 64: 24}
+GNU_HASH_HEADER_WORDS, SYSV_HASH_HEADER_WORDS = 4, 2
+
 # program headers: p_type and p_flags; e_phnum's escape to section 0
 PT_NULL, PT_LOAD, PT_DYNAMIC, PT_INTERP = 0, 1, 2, 3
 PF_X, PF_W, PF_R = 1, 2, 4

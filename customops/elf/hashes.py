@@ -10,9 +10,11 @@ from functools import cached_property
 
 import numpy as np
 
-from customops.elf.constants import WIDE_SYSV_HASH_MACHINES
+from customops.elf.constants import GNU_HASH_HEADER_WORDS, SYSV_HASH_HEADER_WORDS, WIDE_SYSV_HASH_MACHINES
 from customops.elf.image import FileImage
 from customops.elf.records import TableLayout
+
+_GNU_HEADER = 4 * GNU_HASH_HEADER_WORDS  # bytes before the Bloom filter
 
 
 class HashKind(Enum):
@@ -94,18 +96,18 @@ class HashTable:
         data, endian, count = image.data, image.endian, layout.symbol_count
         if layout.gnu_hash_offset is not None:
             off = layout.gnu_hash_offset
-            nbuckets, symoffset, nwords, shift = np.frombuffer(data, endian + "u4", 4, off).tolist()
-            bloom = np.frombuffer(data, endian + ("u8" if image.elf_class == 64 else "u4"), nwords, off + 16)
-            boff = off + 16 + nwords * (image.elf_class // 8)
+            nbuckets, symoffset, nwords, shift = np.frombuffer(data, endian + "u4", GNU_HASH_HEADER_WORDS, off).tolist()
+            bloom = np.frombuffer(data, endian + ("u8" if image.elf_class == 64 else "u4"), nwords, off + _GNU_HEADER)
+            boff = off + _GNU_HEADER + nwords * (image.elf_class // 8)
             buckets = np.frombuffer(data, endian + "u4", nbuckets, boff)
             chain = np.frombuffer(data, endian + "u4", max(count - symoffset, 0), boff + 4 * nbuckets)
             return cls(HashKind.GNU, nbuckets, symoffset, buckets, chain, bloom, shift, image.elf_class)
         if layout.sysv_hash_offset is not None:
             off = layout.sysv_hash_offset
             word, size = _sysv_word(image)
-            nbucket, nchain = np.frombuffer(data, word, 2, off).tolist()
-            buckets = np.frombuffer(data, word, nbucket, off + 2 * size)
-            chain = np.frombuffer(data, word, min(nchain, count), off + (2 + nbucket) * size)
+            nbucket, nchain = np.frombuffer(data, word, SYSV_HASH_HEADER_WORDS, off).tolist()
+            buckets = np.frombuffer(data, word, nbucket, off + SYSV_HASH_HEADER_WORDS * size)
+            chain = np.frombuffer(data, word, min(nchain, count), off + (SYSV_HASH_HEADER_WORDS + nbucket) * size)
             return cls(HashKind.SYSV, nbucket, 0, buckets, chain)
         return None
 
@@ -185,7 +187,7 @@ def symbol_count(image: FileImage, gnu_off: int | None, sysv_off: int | None, sh
     nchain, else one past the end of DT_GNU_HASH's last chain, else the section headers' count."""
     if sysv_off is not None:
         word, _size = _sysv_word(image)
-        return int(np.frombuffer(image.data, word, 2, sysv_off)[1])
+        return int(np.frombuffer(image.data, word, SYSV_HASH_HEADER_WORDS, sysv_off)[1])  # nchain
     if gnu_off is not None:
         return _gnu_symbol_count(image, gnu_off)
     return shdr_count or 0
@@ -193,8 +195,8 @@ def symbol_count(image: FileImage, gnu_off: int | None, sysv_off: int | None, sh
 
 def _gnu_symbol_count(image: FileImage, gnu_off: int) -> int:
     data, u4 = image.data, image.endian + "u4"
-    nbuckets, symoffset, nwords, _shift = np.frombuffer(data, u4, 4, gnu_off).tolist()
-    boff = gnu_off + 16 + nwords * (image.elf_class // 8)
+    nbuckets, symoffset, nwords, _shift = np.frombuffer(data, u4, GNU_HASH_HEADER_WORDS, gnu_off).tolist()
+    boff = gnu_off + _GNU_HEADER + nwords * (image.elf_class // 8)
     image.need(boff, 4 * nbuckets, "DT_GNU_HASH buckets")
     buckets = np.frombuffer(data, u4, nbuckets, boff)
     top = int(buckets.max()) if nbuckets else 0
@@ -218,12 +220,13 @@ def _gnu_symbol_count(image: FileImage, gnu_off: int) -> int:
 def check_hash_tables(image: FileImage, gnu_off: int | None, sysv_off: int | None, count: int) -> None:
     """Both tables lie whole inside the file for `count` symbols (ElfError otherwise)."""
     if gnu_off is not None:
-        nbuckets, symoffset, nwords, _ = np.frombuffer(image.data, image.endian + "u4", 4, gnu_off).tolist()
+        header = np.frombuffer(image.data, image.endian + "u4", GNU_HASH_HEADER_WORDS, gnu_off)
+        nbuckets, symoffset, nwords, _shift = header.tolist()
         if symoffset > count:
             raise image.fail(f"DT_GNU_HASH symbol offset {symoffset} exceeds the symbol count {count}")
-        size = 16 + nwords * (image.elf_class // 8) + 4 * nbuckets + 4 * (count - symoffset)
+        size = _GNU_HEADER + nwords * (image.elf_class // 8) + 4 * nbuckets + 4 * (count - symoffset)
         image.need(gnu_off, size, "DT_GNU_HASH table")
     if sysv_off is not None:
         word, size = _sysv_word(image)
-        nbucket, nchain = np.frombuffer(image.data, word, 2, sysv_off).tolist()
-        image.need(sysv_off, size * (2 + nbucket + nchain), "DT_HASH table")
+        nbucket, nchain = np.frombuffer(image.data, word, SYSV_HASH_HEADER_WORDS, sysv_off).tolist()
+        image.need(sysv_off, size * (SYSV_HASH_HEADER_WORDS + nbucket + nchain), "DT_HASH table")

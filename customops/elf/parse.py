@@ -38,12 +38,17 @@ from customops.elf.constants import (
     DT_SYMENT,
     DT_SYMTAB,
     DT_VERSYM,
+    DYN_ENTRY_SIZE,
+    EI_NIDENT,
     ET_NAMES,
+    GNU_HASH_HEADER_WORDS,
     PN_XNUM,
     PT_DYNAMIC,
     PT_INTERP,
     SHT_DYNSYM,
     SHT_SYMTAB,
+    SYM_ENTRY_SIZE,
+    SYSV_HASH_HEADER_WORDS,
 )
 from customops.elf.hashes import check_hash_tables, symbol_count
 from customops.elf.header import ElfHeader, Segment, program_headers, read_header, section_headers
@@ -117,7 +122,7 @@ class Parser:
     def parse(self) -> ElfInfo:
         image = self.image
         header = read_header(image.data, self.path)
-        image.need(16, header.size - 16, "ELF header")
+        image.need(EI_NIDENT, header.size - EI_NIDENT, "ELF header")
         if header.phnum == PN_XNUM:
             raise image.fail("program header count in section 0 (PN_XNUM) is not supported")
         segments = program_headers(image.data, header, self.path)
@@ -146,7 +151,7 @@ class Parser:
         if dyn_seg is None:
             raise image.fail(NO_DYNAMIC)
         filesz = dyn_seg.filesz
-        entsize = 16 if image.elf_class == 64 else 8
+        entsize = DYN_ENTRY_SIZE[image.elf_class]
         off = image.offset_of(dyn_seg.vaddr, filesz, "dynamic section")
         words = np.frombuffer(
             image.data, image.endian + ("i8" if image.elf_class == 64 else "i4"), (filesz // entsize) * 2, off
@@ -181,14 +186,14 @@ class Parser:
         image = self.image
         if DT_SYMTAB not in single:
             raise image.fail("dynamic section has no DT_SYMTAB")
-        syment = 24 if image.elf_class == 64 else 16
+        syment = SYM_ENTRY_SIZE[image.elf_class]
         if single.get(DT_SYMENT, syment) != syment:
             raise image.fail(f"unexpected DT_SYMENT {single[DT_SYMENT]}")
         gnu_off = sysv_off = None
         if DT_GNU_HASH in single:
-            gnu_off = image.offset_of(single[DT_GNU_HASH], 16, "DT_GNU_HASH table")
+            gnu_off = image.offset_of(single[DT_GNU_HASH], 4 * GNU_HASH_HEADER_WORDS, "DT_GNU_HASH table")
         if DT_HASH in single:
-            sysv_off = image.offset_of(single[DT_HASH], 8, "DT_HASH table")
+            sysv_off = image.offset_of(single[DT_HASH], 4 * SYSV_HASH_HEADER_WORDS, "DT_HASH table")
         count = symbol_count(image, gnu_off, sysv_off, hints.dynsym_count)
         symtab_off = image.offset_of(single[DT_SYMTAB], count * syment, "dynamic symbol table")
         check_hash_tables(image, gnu_off, sysv_off, count)

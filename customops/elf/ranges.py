@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from customops.elf.constants import EI_NIDENT
 from customops.elf.parse import MALFORMED, Parser, open_mapped
 from customops.errors import ElfError
 
@@ -10,7 +11,7 @@ def loader_ranges(path: str) -> list[tuple[int, int]]:
     """The byte ranges of a file the dynamic linker reads (and elf.parse parses), relocations aside:
     what a container profile keeps of each library. Merged, sorted (offset, length) pairs."""
     data, identity = open_mapped(path)
-    touched = [(0, 16)]  # e_ident
+    touched = [(0, EI_NIDENT)]
     try:
         Parser(path, data, identity, touched).parse()
     except MALFORMED as exc:
