@@ -85,9 +85,10 @@ def test_rule_modules_share_one_signature():
     import inspect
 
     from customops import rules
+    from customops.rules import probed
     from customops.rules.context import RuleContext
 
-    for rule in rules.RULES:
+    for rule in (*rules.RULES, probed):
         parameters = list(inspect.signature(rule.check).parameters.values())
         assert [p.annotation for p in parameters] in (["RuleContext"], [RuleContext]), rule.__name__
         assert isinstance(rule.CODES, frozenset) and isinstance(rule.NEEDS_PREDICTION, bool), rule.__name__

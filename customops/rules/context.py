@@ -13,6 +13,7 @@ from customops.elf.cache import ElfReader
 from customops.inspect import files
 from customops.inspect.registrations import Registration
 from customops.linker.simulate import Prediction, StepOutcome
+from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.repository import Model
 
@@ -44,6 +45,15 @@ class FileFacts:
 
 
 @dataclass(frozen=True)
+class Probes:
+    """What --probe observed: each group of op libraries loaded with its real framework, and TensorFlow's op
+    registry in the server process (or why it could not be probed; None without TensorFlow models)."""
+
+    groups: tuple[ProbedGroup, ...]
+    tensorflow: TensorflowRegistry | str | None = None
+
+
+@dataclass(frozen=True)
 class RuleContext:
     """The input of every rule's check(). `prediction` is None for a facts-only run (no container
     libraries to model); `outcomes` pairs each plan step with the linker model's outcome for it."""
@@ -55,6 +65,7 @@ class RuleContext:
     models: tuple[Model, ...] = ()
     prediction: Prediction | None = None
     outcomes: tuple[tuple[LoadStep, StepOutcome], ...] = ()
+    probes: Probes | None = None  # with --probe (customops.rules.probed)
 
     @property
     def steps(self) -> tuple[LoadStep, ...]:
@@ -68,7 +79,7 @@ class RuleContext:
 
 def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[Model] = (),
           prediction: Prediction | None = None,
-          outcomes: Sequence[tuple[LoadStep, StepOutcome]] = ()) -> RuleContext:
+          outcomes: Sequence[tuple[LoadStep, StepOutcome]] = (), probes: Probes | None = None) -> RuleContext:
     """Read the facts the rules need, then the context."""
     steps = (*plan.preloads, *plan.dlopens)
     custom = [s.source for s in steps if s.purpose != "backend library"]
@@ -81,7 +92,7 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         registrations=files.registrations(custom, reader),
         setuid_server=_setuid_server(triton),
         **_model_facts(models, triton))
-    return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes))
+    return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes)
 
 
 def _setuid_server(triton: Context) -> bool:
