@@ -23,31 +23,43 @@ from customops.inspect.onnxmodel import model_ops
 from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
 from customops.probe.results import FAILURES, ProbeStatus
+from customops.rules.context import Probes, RuleContext
+from customops.rules.registrations import duplicate_registration, unregistered_ops
 from customops.triton.plan import Context
 
+CODES = frozenset({"CO409", "CO507"})  # the CO406 and CO408 it observes are made by customops.rules.registrations
+NEEDS_PREDICTION = False
 
-def check(groups: list[ProbedGroup], findings: list[Finding], ctx: Context, models=(),  # type: ignore[no-untyped-def]
-          tensorflow: TensorflowRegistry | str | None = None) -> tuple[list[Finding], list[str]]:
-    """(the findings with the probes' merged in, notes on what was probed and what could not be).
-    `tensorflow`: TensorFlow's registry in the server process (or why it could not be probed), for the
-    TensorFlow models."""
+
+def check(ctx: RuleContext) -> list[Finding]:
+    """What the probes observed (ctx.probes), as findings; merge() folds them into the static ones."""
+    probes = ctx.probes
+    if probes is None:
+        return []
     observed: list[Finding] = []
-    notes: list[str] = []
-    if isinstance(tensorflow, str):
-        notes.append(f"not probed: {tensorflow}")
-    elif tensorflow is not None:
-        notes.append(f"probed TensorFlow's op registry with tensorflow {tensorflow.version}")
-        observed += _unregistered_tensorflow(tensorflow, models)
-    for group in groups:
+    if isinstance(probes.tensorflow, TensorflowRegistry):
+        observed += _unregistered_tensorflow(probes.tensorflow, ctx.models)
+    for group in probes.groups:
+        if not group.unavailable:
+            observed += _failures(group) + _shadowed(group)
+    return observed + _versions(list(probes.groups), ctx.triton) + _unregistered(list(probes.groups), ctx.models)
+
+
+def notes(probes: Probes) -> list[str]:
+    """What was probed, and what could not be."""
+    found: list[str] = []
+    if isinstance(probes.tensorflow, str):
+        found.append(f"not probed: {probes.tensorflow}")
+    elif probes.tensorflow is not None:
+        found.append(f"probed TensorFlow's op registry with tensorflow {probes.tensorflow.version}")
+    for group in probes.groups:
         if why := group.unavailable:
-            notes.append(f"not probed: {why}")
+            found.append(f"not probed: {why}")
             continue
         where = f" for model '{group.model}'" if group.model else ""
-        notes.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
+        found.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
                      f"{where} with {group.framework} {group.version}")
-        observed += _failures(group) + _shadowed(group)
-    observed += _versions(groups, ctx) + _unregistered(groups, models)
-    return _merge(findings, observed), notes
+    return found
 
 
 def _label(group: ProbedGroup) -> str:
@@ -67,8 +79,8 @@ def _failures(group: ProbedGroup) -> list[Finding]:
             earlier = group.steps[:index]
             shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
             session = f"one session of model '{group.model}'" if group.model else "one process"
-            found.append(Finding(
-                "CO406", f"{step.path} loads alone but fails after {', '.join(s.path for s in earlier)} in {session}: "
+            found.append(duplicate_registration(
+                f"{step.path} loads alone but fails after {', '.join(s.path for s in earlier)} in {session}: "
                          f"{together.message}", model=step.model, library=step.path, file=step.source,
                 symbol=shared[0] if shared else None, predicted=together.message,
                 evidence=(f"probe ({_label(group)}): {together.status.value} when loaded after "
@@ -92,8 +104,8 @@ def _shadowed(group: ProbedGroup) -> list[Finding]:
         if not dropped or not winners:
             continue
         names = sorted(dropped)
-        found.append(Finding(
-            "CO406", f"{step.path} registers {len(names)} TensorFlow op(s) that {winners[0].path} registered first "
+        found.append(duplicate_registration(
+            f"{step.path} registers {len(names)} TensorFlow op(s) that {winners[0].path} registered first "
                      f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): TensorFlow silently keeps the "
                      "first library's", model=step.model, library=step.path, file=step.source, symbol=names[0],
             evidence=(f"probe ({_label(group)}): alone it registers {', '.join(names[:10])}; loaded after "
@@ -134,8 +146,8 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: 
             missing = sorted(f"{d}:{op}" for d, op in used - local if d not in ("", "ai.onnx")
                              and f"{d}:{op}" not in registered and not _built_in(group.runtime, d))
             if missing:
-                found.append(Finding(
-                    "CO408", f"model '{model.name}' uses {missing[0]}, which neither ONNX Runtime nor its op "
+                found.append(unregistered_ops(
+                    f"model '{model.name}' uses {missing[0]}, which neither ONNX Runtime nor its op "
                              "libraries register: creating its session fails", model=model.name, file=path,
                     symbol=missing[0], predicted=f"Fatal error: {missing[0]}(-1) is not a registered function/op",
                     evidence=(f"{path} uses {', '.join(missing)}",
@@ -151,8 +163,8 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: 
             if missing:
                 namespace = missing[0].split("::")[0]
                 defined = ", ".join(sorted(s for s in schemas if s.startswith(namespace + "::")))
-                found.append(Finding(
-                    "CO408", f"model '{model.name}' calls {missing[0]}, which the op libraries defining its namespace "
+                found.append(unregistered_ops(
+                    f"model '{model.name}' calls {missing[0]}, which the op libraries defining its namespace "
                              "do not register: loading the TorchScript model fails", model=model.name, file=archive,
                     symbol=missing[0], predicted=f"Unknown builtin op: {missing[0]}.",
                     evidence=(f"{archive} calls {', '.join(missing)}",
@@ -174,8 +186,8 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Findi
             continue  # absent or unreadable: the backend's own error, reported elsewhere
         if missing:
             loaded = ", ".join(registry.libraries) or "no TensorFlow op libraries"
-            found.append(Finding(
-                "CO408", f"model '{model.name}' uses the TensorFlow op {missing[0]}, which neither TensorFlow nor "
+            found.append(unregistered_ops(
+                f"model '{model.name}' uses the TensorFlow op {missing[0]}, which neither TensorFlow nor "
                          "the loaded op libraries register: loading the model fails", model=model.name, file=path,
                 symbol=missing[0], predicted=f"Op type not registered '{missing[0]}' in binary running on",
                 evidence=(f"{path} uses {', '.join(missing)}",
@@ -188,7 +200,7 @@ def _built_in(runtime: str | None, domain: str) -> bool:
     return runtime is not None and mentioned([runtime], b"\0" + domain.encode() + b"\0")
 
 
-def _merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:
+def merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:
     """A probe's finding that a static one already predicted (the same code for the library, or for CO409
     any error about it: the static check names the cause) becomes evidence on the static one."""
     merged = list(findings)
