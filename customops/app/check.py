@@ -97,12 +97,15 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         findings += run_rules(rule_context.build(plan, ctx, reader, models))
     if probe is not None:
         from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
+        from customops.rules import context as rule_context
         from customops.rules import probed
 
         tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in models) else None
         groups = probe_plan(plan, probe)
-        findings, probe_notes = probed.check(groups, findings, ctx, models, tensorflow)
-        notes += probe_notes + containment_notes(groups)
+        probes = rule_context.Probes(tuple(groups), tensorflow)
+        observed = probed.check(rule_context.build(plan, ctx, reader, models, prediction, step_outcomes, probes))
+        findings = probed.merge(findings, observed)
+        notes += probed.notes(probes) + containment_notes(groups)
     findings = _located_in_checkout(findings, models, repositories)
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
