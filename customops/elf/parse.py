@@ -206,8 +206,9 @@ class Parser:
                hints: _SectionHints) -> ElfInfo:
         image = self.image
         needed_offsets = [value for tag, value in dyn if tag == DT_NEEDED]
-        single = {tag: value for tag, value in dyn if tag != DT_NEEDED}  # a later entry overrides, as in
-        string, stroff, strsz = self._string_reader(single)  # elf_get_dynamic_info (glibc elf/get-dynamic-info.h)
+        # As elf_get_dynamic_info (glibc elf/get-dynamic-info.h): a later entry of a tag overrides an earlier one.
+        single = {tag: value for tag, value in dyn if tag != DT_NEEDED}
+        string, stroff, strsz = self._string_reader(single)
         layout = self._layout(single, stroff, strsz, hints)
         reloc_class, reloc_first = self.relocation_classes(single, layout.symbol_count)
         symbols = SymbolTable(image, layout, reloc_class, reloc_first)

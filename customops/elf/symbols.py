@@ -126,15 +126,15 @@ class SymbolTable:
     # -- vectorised views --------------------------------------------------------------------
     @cached_property
     def binds(self) -> np.ndarray:
-        return self.entries["st_info"] >> 4
+        return self.entries["st_info"] >> 4  # ELF64_ST_BIND
 
     @cached_property
     def types(self) -> np.ndarray:
-        return self.entries["st_info"] & 0xF
+        return self.entries["st_info"] & 0xF  # ELF64_ST_TYPE
 
     @cached_property
     def visibilities(self) -> np.ndarray:
-        return self.entries["st_other"] & 0x3
+        return self.entries["st_other"] & 0x3  # ELF64_ST_VISIBILITY
 
     @cached_property
     def defined_mask(self) -> np.ndarray:
