@@ -10,8 +10,8 @@ identity (device, inode, size, mtime) of every file and directory in the reposit
 identities of what the check depended on in the container (every object it loaded, the ld.so.cache, the
 server, and the search and backend directories: a directory's mtime changes when a file is added or
 removed). Any difference is a miss; an entry is used only if customops.cachedir trusts it and it has exactly
-VERDICT_SHAPE. This module imports nothing heavy, so a hit costs an interpreter start and a few hundred stat
-calls.
+VERDICT_SHAPE (customops.app.result_cache, the scheme check's report cache shares). This module imports
+nothing heavy, so a hit costs an interpreter start and a few hundred stat calls.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ import json
 import shlex
 
 from customops import __version__
-from customops.cachedir import MapOf, Text, default_cache_dir, file_key, load_result, store_result, tree_fingerprint
+from customops.app import result_cache
+from customops.cachedir import Text, default_cache_dir, file_key, tree_fingerprint
 from customops.triton.mounts import Mounts, resolve_host
 from customops.triton.serverargs import parse
 
-VERDICT_SHAPE = {"notes": [Text()], "report": (Text(lines=True), None), "dependencies": MapOf(str)}
+VERDICT_SHAPE = {"notes": [Text()], "report": (Text(lines=True), None),
+                 "dependencies": result_cache.DEPENDENCIES_SHAPE}
 
 
 def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str]) -> list[str] | None:
@@ -50,16 +52,7 @@ def cached(server_argv: list[str], options: dict, mounts: Mounts, environ: dict[
     parts = key_parts(server_argv, options, mounts, environ)
     if parts is None:
         return None
-    verdict = load_result(cache_dir or default_cache_dir(), "launch", parts, VERDICT_SHAPE)
-    if verdict is None:
-        return None
-    for path, key in verdict["dependencies"].items():
-        try:
-            if file_key(path) != key:
-                return None
-        except (OSError, ValueError):
-            return None
-    return {"notes": verdict["notes"], "report": verdict["report"]}
+    return result_cache.load(cache_dir or default_cache_dir(), "launch", parts, VERDICT_SHAPE)
 
 
 def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts, environ: dict[str, str],
@@ -68,14 +61,8 @@ def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts,
     parts = key_parts(server_argv, options, mounts, environ)
     if parts is None:
         return
-    keys = {}
-    for path in dependencies:
-        try:
-            keys[path] = file_key(path)
-        except OSError:
-            return  # something it depends on vanished meanwhile: do not cache
-    verdict = {"notes": decision["notes"], "report": decision["report"], "dependencies": keys}
-    store_result(cache_dir or default_cache_dir(), "launch", parts, verdict)
+    result_cache.store(cache_dir or default_cache_dir(), "launch", parts,
+                       {"notes": decision["notes"], "report": decision["report"]}, dependencies)
 
 
 def command_line(argv: list[str], environment: dict[str, str]) -> str:

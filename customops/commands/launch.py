@@ -158,14 +158,16 @@ def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, ca
 
     from customops.app import launch_cache
     from customops.app.launch import prepare
+    from customops.app.probing import probe_settings
+    from customops.cachedir import default_cache_dir
     from customops.codes import Severity
-    from customops.commands.check import probe_settings
     from customops.elf.cache import ElfReader
 
+    probe = partial(probe_settings, python=args.probe_python, onnxruntime=args.probe_onnxruntime,
+                    cache_dir=None if args.no_cache else default_cache_dir())
     launch = prepare(argv, args.container_root, args.manifest, Severity.parse(args.fail_on) if args.fail_on else None,
                      run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts,
-                     probe=partial(probe_settings, args) if args.probe else None,
-                     reader=ElfReader(use_cache=not args.no_cache))
+                     probe=probe if args.probe else None, reader=ElfReader(use_cache=not args.no_cache))
     report = failure_report(launch)
     decision = {"argv": launch.argv, "environment": launch.environment, "notes": shown_notes(launch, report),
                 "report": report}

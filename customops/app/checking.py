@@ -1,0 +1,57 @@
+"""`customops check` as the command line asks it (a CheckRequest): the manifest with the options over it,
+the container chosen, the check run, and the verdict (the exit status at the severity that fails)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from customops import progress
+from customops.app.check import CheckResult, default_mounts, dependencies, run_check
+from customops.app.probing import probe_settings
+from customops.app.report_cache import effective_cache_dir
+from customops.app.request import CheckRequest
+from customops.app.suppressions import with_options
+from customops.app.target import profile_for, read_container, shown
+from customops.codes import Severity
+from customops.elf.cache import ElfReader
+from customops.triton.manifest import find_manifest, load_manifest
+from customops.triton.mounts import parse_mount
+from customops.triton.repository import check_repository
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    result: CheckResult
+    fail_on: Severity
+    exit_code: int  # 1 when a finding is at or above fail_on
+    dependencies: list[str]  # what the answer depends on outside the repositories (for caching the report)
+
+
+def check_repositories(request: CheckRequest, notes: list[str] | None = None) -> CheckRun:
+    """The check; `notes` come first among the result's notes (the command's own, e.g. on its cache)."""
+    repositories = list(request.repositories)
+    for repository in repositories:  # before looking for a container: the more precise mistake first
+        check_repository(repository)
+    reader = ElfReader(request.cache_dir, use_cache=request.use_cache)
+    manifest = with_options(load_manifest(request.manifest or find_manifest(repositories)), request.select,
+                            request.ignore)
+    profile, profile_notes = profile_for(request.container, manifest, repositories)
+    notes = [*(notes or []), *profile_notes]
+    if manifest.path:
+        notes.append(f"using the manifest {shown(manifest.path)}")
+    cache_dir = effective_cache_dir(request)
+    with progress.shown("checking"):
+        progress.stage("reading the container")
+        container = read_container(request.container, profile, reader, cache_dir)
+        fail_on = request.fail_on if request.fail_on is not None else manifest.fail_on
+        mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in request.mounts))
+        probe = None if request.probe is None else probe_settings(container, request.probe.python,
+                                                                    request.probe.onnxruntime, cache_dir)
+        result = run_check(repositories, manifest, container, mounts, request.model_config_name,
+                           set(request.models) if request.models is not None else None, reader, probe=probe)
+    result.notes[:0] = notes
+    result.manifest = manifest.path
+    result.profile = os.path.abspath(profile) if profile else None
+    exit_code = 1 if any(f.level >= fail_on for f in result.findings) else 0
+    return CheckRun(result, fail_on, exit_code, [*dependencies(result), *([profile] if profile else [])])

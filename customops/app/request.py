@@ -1,0 +1,32 @@
+"""What `customops check` is asked: the options that decide its answer, parsed and typed (the presentation
+options, such as the format, stay with the command)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from customops.app.target import ContainerChoice
+from customops.codes import Severity
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    python: str | None = None  # --probe-python (default: this interpreter)
+    onnxruntime: str | None = None  # --probe-onnxruntime
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    repositories: tuple[str, ...]  # absolute
+    container: ContainerChoice
+    manifest: str | None = None  # --manifest (default: the repository's own)
+    mounts: tuple[str, ...] = ()  # --mount HOST_DIR:CONTAINER_DIR, as given (parsed with the check)
+    model_config_name: str | None = None
+    models: frozenset[str] | None = None  # --load-model (None: every model)
+    fail_on: Severity | None = None  # None: the manifest's
+    select: tuple[str, ...] | None = None  # replaces the manifest's select
+    ignore: tuple[str, ...] = ()  # added to the manifest's ignore
+    probe: ProbeOptions | None = None
+    cache_dir: Path | None = None  # None: customops.cachedir.default_cache_dir()
+    use_cache: bool = True

@@ -1,0 +1,90 @@
+"""Which container a check runs against: a container root, a profile, a release's built-in facts, or, when
+none is named and this machine is no Triton container, the profile the repository keeps for CI."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from customops.errors import CustomopsError, InputError, printable
+from customops.triton.container import Container, from_release, from_root, read_profile
+from customops.triton.manifest import Manifest, checkout_root, discover
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
+
+if TYPE_CHECKING:
+    from customops.elf.cache import ElfReader
+
+PROFILE_NAME = "customops-profile.json"
+TRITON_HOME = "/opt/tritonserver"  # the NGC images' Triton: its presence means "checking from inside"
+NO_CONTAINER = ("no container to check against: pass --container-root DIR, --profile FILE or --triton-release "
+                "YY.MM, or run inside the Triton image")
+
+
+@dataclass(frozen=True)
+class ContainerChoice:
+    """What the options name; at most one of root, profile and release (the parser makes them exclusive)."""
+
+    root: str | None = None
+    profile: str | None = None
+    release: str | None = None
+    backend_directory: str = DEFAULT_BACKEND_DIRECTORY
+
+    @property
+    def named(self) -> bool:
+        return bool(self.root or self.profile or self.release)
+
+    @property
+    def discovers(self) -> bool:
+        """Nothing named and no Triton here: the repository's own profile is looked for."""
+        return not self.named and not os.path.isdir(TRITON_HOME)
+
+
+def profile_for(choice: ContainerChoice, manifest: Manifest, repositories: list[str]) -> tuple[str | None, list[str]]:
+    """The profile the check reads (the one named, else the one beside the repository when discovering), and
+    the note that says so."""
+    if choice.discovers:
+        profile = beside_repository(manifest, repositories)
+        if not profile:
+            raise CustomopsError(NO_CONTAINER)
+        return profile, [f"using the profile {shown(profile)} (no container root given and no {TRITON_HOME} here)"]
+    return choice.profile, [f"using the profile {shown(choice.profile)}"] if choice.profile else []
+
+
+def read_container(choice: ContainerChoice, profile: str | None, reader: ElfReader,
+                   cache_dir: str | os.PathLike[str] | None) -> Container:
+    """The container: a profile's (its skeleton kept in `cache_dir`; None: a temporary one), a release's facts,
+    else the root's files (`/` when none is named: this machine is the container)."""
+    if profile:
+        return read_profile(profile, cache_dir)
+    if choice.release:
+        return from_release(choice.release)
+    return from_root(choice.root or "/", choice.backend_directory, reader)
+
+
+def beside_repository(manifest: Manifest, repositories: list[str]) -> str | None:
+    """The manifest's [check] profile, else customops-profile.json next to the manifest, or in a repository
+    or a directory above it up to its checkout's root (one that is a symbolic link out of that checkout is
+    refused, as a manifest is: customops.triton.manifest.discover)."""
+    if manifest.profile:
+        real = os.path.realpath(manifest.profile)
+        top = os.path.realpath(checkout_root(manifest.directory or repositories[0]))
+        if not real.startswith(top.rstrip("/") + "/"):  # `profile = "/etc/..."` in a pull request's manifest
+            raise InputError(str(manifest.profile), f"the manifest's [check] profile lies outside the checkout "
+                             f"(at {printable(real)}), not read (pass --profile to use a profile kept elsewhere)")
+        return str(manifest.profile)
+    return discover(([manifest.directory] if manifest.directory else []) + repositories, PROFILE_NAME,
+                    "a profile", "--profile")
+
+
+def discovered_profile(choice: ContainerChoice, repositories: list[str]) -> str | None:
+    """The profile file discovery finds above the repositories when no container is named (for a cache key:
+    a change to it is outside the repositories' fingerprint)."""
+    return None if choice.named else discover(repositories, PROFILE_NAME, "a profile", "--profile")
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path for a note: relative to the working directory when inside it, else absolute."""
+    path = os.path.abspath(path)
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip("/") + "/") else path
