@@ -22,7 +22,7 @@ from elf_tools import gcc_shared
 
 from customops import cachedir
 from customops.app.launch_cache import VERDICT_SHAPE
-from customops.commands.check import REPORT_SHAPE
+from customops.app.report_cache import REPORT_SHAPE
 from customops.commands.scan import RECORD_SHAPE
 from customops.elf.cache import FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
 from customops.elf.parse import open_mapped, parse_elf
