@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 with atheris.instrument_imports(include=["customops"]):
     from customops import cachedir, cleanup
     from customops.app import launch_cache
-    from customops.commands.check import cached_report
+    from customops.app.report_cache import cached_report
     from customops.elf.cache import ElfReader, StaleEntry, _CachedParser, decode_fact, encode_entry
     from customops.elf.hashes import gnu_hashes
     from customops.elf.parse import parse_elf
