@@ -6,6 +6,7 @@ about that file, as it had when it read the file itself.
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import re
@@ -94,6 +95,11 @@ def onnx_ops(path: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]] | N
         return model_ops(path)
     except (InputError, ValueError, BufferError):
         return None
+
+
+def libraries_in(directory: str) -> list[str]:
+    """The shared libraries (lib*.so*) of a directory, sorted."""
+    return sorted(glob.glob(os.path.join(directory, "lib*.so*")))
 
 
 def mentioned(paths: list[str], needle: bytes) -> bool:

@@ -3,11 +3,10 @@ first (customops.inspect.files), with the ElfReader of the run (so that --no-cac
 
 from __future__ import annotations
 
-import glob
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from customops.elf.cache import ElfReader
 from customops.inspect import files
@@ -90,8 +89,9 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         identities=files.identities([*loaded, *custom]) if prediction is not None else {},
         digests=files.digests(custom),
         registrations=files.registrations(custom, reader),
-        setuid_server=_setuid_server(triton),
-        **_model_facts(models, triton))
+        setuid_server=_setuid_server(triton))
+    if triton.container.target is not None and triton.container.facts.source == "root":
+        facts = _with_model_facts(facts, models, triton)
     return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes)
 
 
@@ -105,13 +105,12 @@ def _setuid_server(triton: Context) -> bool:
     return bool(mode and mode & (stat.S_ISUID | stat.S_ISGID))
 
 
-def _model_facts(models: Sequence[Model], triton: Context) -> dict:  # type: ignore[type-arg]
+def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context) -> FileFacts:
     """The ops the models use and the names the container's frameworks build in (CO408); only where the
     container's own files are at hand (a root, not a profile), as only then can built-in names be told apart."""
     container = triton.container
     target = container.target
-    if target is None or container.facts.source != "root":
-        return {}
+    assert target is not None
     calls = {m.model_file("model.pt"): frozenset(files.torchscript_ops(m.model_file("model.pt")))
              for m in models if m.backend == "pytorch" and m.versions}
     used = {path: ops for m in models if m.backend == "onnxruntime" and m.versions and not m.op_libraries
@@ -122,6 +121,6 @@ def _model_facts(models: Sequence[Model], triton: Context) -> dict:  # type: ign
     frameworks = {}
     for name, wanted in needles.items():
         directory = target.host_path(f"{container.backend_dir}/{name}")
-        libraries = sorted(glob.glob(os.path.join(directory, "lib*.so*"))) if directory else []
+        libraries = files.libraries_in(directory) if directory else []
         frameworks[name] = FrameworkStrings(directory or "", bool(libraries), files.mentions(libraries, wanted))
-    return {"torchscript_calls": calls, "onnx_ops": used, "frameworks": frameworks}
+    return replace(facts, torchscript_calls=calls, onnx_ops=used, frameworks=frameworks)
