@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from customops.app.launch_cache import command_line
+from customops.app.target import shown
 from customops.errors import CustomopsError, InputError, printable
 from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host
@@ -79,7 +80,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     mounts = mounts_for(args.repositories, root, mounts)
     container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
     manifest = _manifest(args.repositories, root, manifest_path, mounts)
-    notes: list[str] = [f"using the manifest {_shown(manifest.path)}"] if manifest.path else []
+    notes: list[str] = [f"using the manifest {shown(manifest.path)}"] if manifest.path else []
     if args.control_mode == "explicit" and not args.load_models:
         notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
     only = args.models_to_check
@@ -167,9 +168,3 @@ def _plugins(manifest: Manifest, root: str, mounts: tuple[tuple[str, str], ...])
     if manifest.trt_load != "backend-config":
         return ()
     return tuple(container_of(root, p, mounts) for p in manifest.trt_plugins)
-
-
-def _shown(path: str) -> str:
-    """A path for a note: relative to the working directory when inside it (as check shows it)."""
-    path, cwd = os.path.abspath(path), os.getcwd()
-    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip("/") + "/") else path

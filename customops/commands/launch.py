@@ -7,8 +7,13 @@ import errno
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING, Any
 
 from customops.errors import CustomopsError, printable
+
+if TYPE_CHECKING:
+    from customops.app.launch import Launch
+    from customops.triton.mounts import Mounts
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -132,7 +137,7 @@ def print_notes(notes: list[str]) -> None:
         print(f"customops: note: {printable(note)}", file=sys.stderr)
 
 
-def failure_report(launch) -> str | None:  # type: ignore[no-untyped-def]
+def failure_report(launch: Launch) -> str | None:
     """The check's text report when it blocks (its notes included), else None."""
     if not launch.blocking:
         return None
@@ -147,12 +152,13 @@ def failure_report(launch) -> str | None:  # type: ignore[no-untyped-def]
     return buffer.getvalue()
 
 
-def shown_notes(launch, report: str | None) -> list[str]:  # type: ignore[no-untyped-def]
+def shown_notes(launch: Launch, report: str | None) -> list[str]:
     """launch's own notes, then the check's, unless its report is shown: the report ends with them."""
     return [*launch.notes, *(launch.check.notes if launch.check is not None and report is None else [])]
 
 
-def _decide(args: argparse.Namespace, argv: list[str], mounts, options: dict, cache: bool) -> dict:  # type: ignore[no-untyped-def]
+def _decide(args: argparse.Namespace, argv: list[str], mounts: Mounts, options: dict[str, object],
+            cache: bool) -> dict[str, Any]:
     """The full check, and the decision it leads to (stored for the next start when `cache`)."""
     from functools import partial
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from customops.errors import CustomopsError
 
 if TYPE_CHECKING:
     from customops.linker.simulate import Dlopen
+    from customops.linker.target import LinkerTarget
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
 SERVER = "/opt/tritonserver/bin/tritonserver"  # the process that loads everything in a Triton container
@@ -50,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def parse_dlopen(value: str, target_path) -> Dlopen:  # type: ignore[no-untyped-def]
+def parse_dlopen(value: str, target_path: Callable[[str], str]) -> Dlopen:
     from customops.linker.simulate import Dlopen
 
     path, flags = value, set()
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if prediction.ok else 1
 
 
-def _host(given: list[str] | None, target) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+def _host(given: list[str] | None, target: LinkerTarget) -> tuple[list[str], list[str]]:
     """The host program (and libraries it loads first), and a note when it is a stand-in for tritonserver."""
     if given:
         return given, []
