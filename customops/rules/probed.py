@@ -116,7 +116,7 @@ def _shadowed(group: ProbedGroup) -> list[Finding]:
 def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
     found, seen = [], set()
     for group in groups:
-        expected = getattr(ctx.container.facts, CONTAINER_FRAMEWORK[group.framework], None)  # type: ignore[attr-defined]
+        expected = getattr(ctx.container.facts, CONTAINER_FRAMEWORK[group.framework], None)
         probed = group.version.split("+")[0]
         if not expected or not probed or group.framework in seen:
             continue
