@@ -97,8 +97,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     except ValueError as exc:
         wrong(str(exc))
     request, notes = report_cache.guarded(request)
-    key = report_cache.report_key(request, args.format) if (
-        request.use_cache and args.format != "text" and request.probe is None) else None
+    key = report_cache.report_key(request, args.format)
     if key is not None and (hit := report_cache.cached_report(key)) is not None:
         emit(hit["report"], args.output)
         return int(hit["exit_code"])
