@@ -231,7 +231,7 @@ def fuzz_launch(data: bytes) -> None:
     assert verdict is None or set(verdict) == {"notes", "report"}
 
 
-PROBE_MISS = (probes.ProbeResult("fuzz", "unavailable", "probed again", None, "", ()),)
+PROBE_MISS = (probes.ProbeResult("fuzz", probes.ProbeStatus.UNAVAILABLE, "probed again", None, "", ()),)
 
 
 def fuzz_probe(data: bytes) -> None:
@@ -316,9 +316,9 @@ def _probe_parts() -> list[str]:
 
 
 def probe_seeds() -> list[Path]:
-    from dataclasses import asdict
 
-    result = asdict(probes.ProbeResult(elfcache_setup()[0], "loaded", "", None, "", ("a.txt",), ("my::op",), "2.5"))
+    result = probes.ProbeResult(elfcache_setup()[0], probes.ProbeStatus.LOADED, "", None, "", ("a.txt",), ("my::op",),
+                                "2.5").to_json()
     return result_seed("probes", [result], _probe_parts())()
 
 
