@@ -14,12 +14,10 @@ from customops.findings import Finding
 from customops.linker.simulate import Linker, Prediction, StepOutcome
 from customops.probe.groups import ProbeSettings
 from customops.triton import mounts
-from customops.triton.container import Container
+from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.repository import Model, read_repository
-
-STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")
 
 
 @dataclass
@@ -77,8 +75,8 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         executable = container.server
         if executable is None:
             executable = next((h for h in STAND_IN_HOSTS if target.host_path(h)), None)
-            notes.append(f"no {'/opt/tritonserver/bin/tritonserver'} in the target: the global scope is modelled with "
-                         f"{executable} as the host program")
+            notes.append(f"no {SERVER} in the target: the global scope is modelled with {executable} as the host "
+                         "program")
         if executable is not None:
             progress.stage("modelling the server's loads")
             scenario = scenario_for(plan, executable, ctx, extra_preload)

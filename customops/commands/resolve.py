@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError
+from customops.triton.container import SERVER, SERVER_CWD, STAND_IN_HOSTS
 
 if TYPE_CHECKING:
     from customops.linker.simulate import Dlopen
     from customops.linker.target import LinkerTarget
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
-SERVER = "/opt/tritonserver/bin/tritonserver"  # the process that loads everything in a Triton container
-SERVER_CWD = "/opt/tritonserver"  # its working directory in the NGC images (relative dlopen paths start there)
-STAND_INS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without it: a plain program (as check does)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -109,9 +107,9 @@ def _host(given: list[str] | None, target: LinkerTarget) -> tuple[list[str], lis
     """The host program (and libraries it loads first), and a note when it is a stand-in for tritonserver."""
     if given:
         return given, []
-    found = next((h for h in (SERVER, *STAND_INS) if target.host_path(h)), None)
+    found = next((h for h in (SERVER, *STAND_IN_HOSTS) if target.host_path(h)), None)
     if found is None:
-        raise CustomopsError(f"no host executable in the target (none of {', '.join((SERVER, *STAND_INS))}): "
+        raise CustomopsError(f"no host executable in the target (none of {', '.join((SERVER, *STAND_IN_HOSTS))}): "
                              "name one with --host")
     if found != SERVER and not target.is_live:  # with --root, a Triton container was expected
         return [found], [f"no {SERVER} in the target: {found} is the host program (use --host to name one)"]

@@ -23,7 +23,9 @@ if TYPE_CHECKING:  # the ELF reader brings numpy: launch's cached start uses onl
 
 TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
-SERVER = f"{TRITON_HOME}/bin/tritonserver"
+SERVER = f"{TRITON_HOME}/bin/tritonserver"  # the process that loads everything in a Triton container
+SERVER_CWD = TRITON_HOME  # its working directory in the NGC images (relative dlopen paths start there)
+STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without the server: a plain program
 
 
 @dataclass(frozen=True)

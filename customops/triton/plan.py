@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from customops import chroot
 from customops.findings import Finding
-from customops.triton.container import Container
+from customops.triton.container import SERVER_CWD, Container
 from customops.triton.manifest import Manifest
 
 
@@ -94,7 +94,7 @@ class Context:
     container: Container
     manifest: Manifest
     mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory)
-    server_cwd: str = "/opt/tritonserver"  # the NGC images' working directory; relative dlopen paths start here
+    server_cwd: str = SERVER_CWD  # relative dlopen paths start here
     server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
     checkouts: tuple[str, ...] = ()  # the repositories as given on this machine
 
