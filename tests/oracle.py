@@ -14,12 +14,14 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 
 from customops.elf.cache import ElfReader
-from customops.linker.simulate import Linker, Prediction, Scenario, _Process
+from customops.linker.messages import lazy_failure_messages
+from customops.linker.prediction import Prediction
+from customops.linker.process import Linker
+from customops.linker.types import Scenario
 
 BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
 TRYING = re.compile(r"^\s+trying file=(.+)$")
@@ -163,7 +165,7 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
     fatal = [line for line in stderr if not line.startswith("ERROR: ld.so:")]
     predicted_warnings = [w for o in prediction.outcomes if o.kind == "preload" for w in o.warnings]
     assert predicted_warnings == warnings
-    lazy = [m for o in prediction.outcomes for m in o.lazy_failure_messages(scenario.executable)]
+    lazy = [m for o in prediction.outcomes for m in lazy_failure_messages(o, scenario.executable)]
     if fatal and prediction.exit_message is None:
         assert fatal[-1] in lazy, f"ld.so died: {fatal[-1]}; the model predicted no such death"
     elif fatal:
@@ -187,21 +189,16 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
 
 
 def assert_same_as_per_symbol(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:
-    """The batch decisions (`_bind_in_bulk`) equal the one-symbol-at-a-time lookup for every relocation,
-    losers included: ld.so's LD_DEBUG output names only the winners, so this is their oracle."""
-    with mock.patch.object(_Process, "_bind_in_bulk", lambda self, obj, indices, names, exporters:
-                           [None] * len(indices)):
-        slow = linker.run(scenario)
-    assert list(prediction.raw_bindings) == list(slow.raw_bindings)
-    for key, raw in prediction.raw_bindings.items():
-        assert _bound(raw) == _bound(slow.raw_bindings[key]), key
-
-
-def _bound(raw) -> tuple:  # type: ignore[no-untyped-def]
-    def where(definition):  # type: ignore[no-untyped-def]
-        return definition and (definition[0].name, definition[1])
-    return (raw.referrer.name, raw.name, raw.version, raw.relocation, raw.weak_reference, where(raw.winner),
-            tuple(where(loser) for loser in raw.losers), raw.reason, raw.error)
+    """The batch decisions (customops.linker.batch) equal the readable one-symbol-at-a-time lookup
+    (`Linker(..., batch=False)`) for every relocation, losers included (ld.so's LD_DEBUG output names only the
+    winners, so this is their oracle), and every outcome, object and message is the same."""
+    slow = Linker(linker.target, linker.reader, batch=False).run(scenario)
+    assert slow.outcomes == prediction.outcomes
+    assert slow.objects == prediction.objects
+    assert (slow.global_scope, slow.exit_message) == (prediction.global_scope, prediction.exit_message)
+    keys = {(b.referrer, b.symbol) for b in prediction.bindings()} | {(b.referrer, b.symbol) for b in slow.bindings()}
+    for referrer, symbol in keys:
+        assert prediction.binding(referrer, symbol) == slow.binding(referrer, symbol), (referrer, symbol)
 
 
 def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]

@@ -5,7 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
 
-from customops.linker.simulate import Dlopen, Environment, Scenario
+from customops.linker.batch import members
+from customops.linker.types import Dlopen, Environment, Scenario
 
 
 def test_the_first_definition_wins_even_if_weak(linker, loader, tree):
@@ -58,9 +59,7 @@ def test_a_copy_relocation_binds_every_reference_to_the_executables_copy(linker,
 def test_the_bulk_membership_test_of_hash_halves_agrees_with_a_plain_one(sets, queries):
     """Which scope objects may export each relocated name: the fast path (small sets searched for in the
     sorted queries, or the sorted queries in a larger set) answers exactly as np.isin."""
-    from customops.linker.simulate import _members
-
     sorted_sets = [np.unique(np.array(s, dtype=np.uint32)) for s in sets]
     q = np.array(queries, dtype=np.uint32)
-    for values, found in zip(sorted_sets, _members(sorted_sets, q), strict=True):
+    for values, found in zip(sorted_sets, members(sorted_sets, q), strict=True):
         assert found.tolist() == np.isin(q, values).tolist()

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
 
-from customops.linker.simulate import NOT_FOUND, Dlopen, Environment, Scenario, _Scope
+from customops.linker.batch import ScopeIndex
+from customops.linker.messages import NOT_FOUND
+from customops.linker.types import Dlopen, Environment, Scenario
 from fixtures.chain import chain, diamonds, fan_out, function_of, write_graph
 
 
@@ -109,12 +111,13 @@ def test_a_deep_chain_found_through_ld_library_path_walks_no_rpath(linker, loade
 @given(st.lists(st.lists(st.integers(0, 60), max_size=40), max_size=6), st.lists(st.integers(0, 60), max_size=200),
        st.lists(st.integers(0, 5), max_size=8))
 def test_the_scope_index_finds_the_same_exporters_as_one_membership_test_per_object(sets, queries, repeats):
-    """`_Scope.exporters` (one sorted index per scope) against np.isin per object, in scope order, each object
+    """`ScopeIndex.exporters` (one sorted index per scope) against np.isin per object, in scope order, each object
     once even where it is in two scope lists, objects that export none of the names left out."""
     objects = [SimpleNamespace(export_halves=(np.unique(np.array(s, dtype=np.uint32)), None),
                                info=SimpleNamespace(symbols=SimpleNamespace(uses_gnu_hash=True))) for s in sets]
+    halves = {id(o): o.export_halves for o in objects}
     scopes = [objects, [objects[i] for i in repeats if i < len(objects)]]
     q = np.array(queries, dtype=np.uint32)
     expected = [(o, np.isin(q, o.export_halves[0])) for o in objects]
-    found = _Scope(scopes).exporters(q)  # type: ignore[arg-type]
+    found = ScopeIndex(scopes, lambda o: halves[id(o)]).exporters(q)  # type: ignore[arg-type]
     assert [(id(o), mask.tolist()) for o, mask in found] == [(id(o), m.tolist()) for o, m in expected if m.any()]

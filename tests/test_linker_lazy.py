@@ -2,7 +2,7 @@
 
 from oracle import agree
 
-from customops.linker.simulate import Dlopen, Environment, Scenario
+from customops.linker.types import Dlopen, Environment, Scenario
 
 
 def test_undefined_data_fails_at_load_even_when_lazy(linker, loader, tree):

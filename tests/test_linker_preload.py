@@ -6,7 +6,7 @@ predicts the same loads, messages and bindings (tests/oracle.py `agree`)."""
 from conftest import needs_toolchain
 from oracle import agree
 
-from customops.linker.simulate import Dlopen, Environment, Scenario
+from customops.linker.types import Dlopen, Environment, Scenario
 
 
 def test_preload_interposes_on_a_dlopened_librarys_own_calls(linker, loader, tree):

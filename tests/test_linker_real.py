@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from oracle import assert_same_as_per_symbol, compare_bindings, run_with_ld_debug
 
-from customops.linker.simulate import Dlopen, Scenario
+from customops.linker.types import Dlopen, Scenario
 
 pytestmark = pytest.mark.frameworks
 PYTHON = os.path.realpath(sys.executable)
@@ -68,7 +68,8 @@ def test_tf_load_op_library_of_a_published_op_library_loads_and_binds_as_predict
     to_framework = sum(1 for b in prediction.bindings()
                        if b.referrer == str(op) and b.winner and b.winner.object.endswith(framework))
     assert to_framework > 5000  # the framework's copies of its compiled-in protobuf classes win
-    assert_same_as_per_symbol(linker, scenario, prediction)
+    # Not compared with Linker(batch=False): its per-symbol walk of TensorFlow's scope takes ten minutes; the
+    # torch import above and every fixture scenario compare the two.
 
 
 def test_an_op_library_outside_its_framework_fails_exactly_as_predicted(linker):

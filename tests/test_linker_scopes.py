@@ -3,7 +3,7 @@ object then sees its own breadth-first local scope (RTLD_DEEPBIND: first). refer
 
 from oracle import agree
 
-from customops.linker.simulate import Dlopen, Environment, Scenario
+from customops.linker.types import Dlopen, Environment, Scenario
 
 
 def test_rtld_local_libraries_each_bind_to_their_own_definition(linker, loader, tree):

@@ -6,7 +6,7 @@ import os
 from conftest import needs_toolchain
 from oracle import agree
 
-from customops.linker.simulate import Dlopen, Environment, Scenario
+from customops.linker.types import Dlopen, Environment, Scenario
 
 
 def tried(paths):

@@ -12,7 +12,7 @@ import pytest
 from oracle import agree
 
 from customops.elf.mapping import _commit_limit
-from customops.linker.simulate import Dlopen, Scenario
+from customops.linker.types import Dlopen, Scenario
 
 PHDR = struct.Struct("<IIQQQQQQ")  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
 TYPE, FLAGS, OFFSET, VADDR, PADDR, FILESZ, MEMSZ, ALIGN = range(8)

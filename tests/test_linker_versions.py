@@ -4,7 +4,8 @@ import re
 
 from oracle import agree
 
-from customops.linker.simulate import Dlopen, Environment, Scenario
+from customops.linker.messages import lazy_failure_messages
+from customops.linker.types import Dlopen, Environment, Scenario
 
 
 def test_a_missing_version_node_fails_the_load(linker, loader, tree):
@@ -34,7 +35,7 @@ def test_a_missing_versioned_function_fails_at_its_first_call_when_lazy(linker, 
     prediction, oracle = agree(linker, Scenario(loader, Environment(library_path=f"{tree}/e/nobar"),
                                                 (Dlopen(user, lazy=True, calls=("use_bar",)),)))
     assert oracle.returncode == 127
-    assert prediction.outcomes[-1].lazy_failure_messages(loader) == [
+    assert lazy_failure_messages(prediction.outcomes[-1], loader) == [
         f"{loader}: symbol lookup error: {user}: undefined symbol: bar, version V2"]
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from customops import chroot, safeio
+from customops.elf.constants import EM_AARCH64, EM_X86_64
+from customops.elf.header import ElfHeaderError, read_header
 from customops.errors import InputError
 from customops.linker.ldcache import LdCache, parse_ld_cache
 
@@ -34,6 +36,8 @@ class LinkerTarget:
     conf_dirs: tuple[str, ...] = ()  # from ld.so.conf, used only when there is no cache
     assumptions: tuple[str, ...] = field(default=())
     mounts: tuple[tuple[str, str], ...] = ()  # (container directory, host directory), like docker -v
+    machine: int = EM_X86_64  # e_machine of the target's own programs (machine_of), what ld.so.cache entries need
+    elf_class: int = 64  # their ELF class, in bits
 
     def with_mounts(self, mounts: tuple[tuple[str, str], ...]) -> LinkerTarget:
         from dataclasses import replace
@@ -85,6 +89,7 @@ def _live_target() -> LinkerTarget:
         subdirs = tuple(f"glibc-hwcaps/{s}" for s in hw.split(":") if s) if hw else ()
         assumptions.append("legacy hwcaps subdirectories not probed")
     lib_token = _lib_token(system_dirs)
+    machine, elf_class = machine_of("/") or _host_machine()
     return LinkerTarget(
         root="/",
         system_dirs=system_dirs,
@@ -94,6 +99,8 @@ def _live_target() -> LinkerTarget:
         cache=_read_cache("/", "/etc/ld.so.cache"),
         conf_dirs=(),
         assumptions=tuple(assumptions),
+        machine=machine,
+        elf_class=elf_class,
     )
 
 
@@ -106,6 +113,8 @@ def target_for_root(root: str) -> LinkerTarget:
         return live_target()
     system_dirs = _default_system_dirs(root)
     cache_ = _read_cache(root, "/etc/ld.so.cache")
+    found = machine_of(root)
+    machine, elf_class = found or _host_machine()
     return LinkerTarget(
         root=root,
         system_dirs=system_dirs,
@@ -117,8 +126,41 @@ def target_for_root(root: str) -> LinkerTarget:
         assumptions=(
             "glibc-hwcaps subdirectories are not searched: they depend on the CPU the container runs on",
             "$PLATFORM assumed to be the machine name",
+            *(() if found else ("the machine assumed to be this one's: no tritonserver or /bin/sh to read it from",)),
         ),
+        machine=machine,
+        elf_class=elf_class,
     )
+
+
+# The programs whose ELF header says what machine a root is for: the server, else the shell every image has
+MACHINE_WITNESSES = ("/opt/tritonserver/bin/tritonserver", "/bin/sh")
+
+
+def machine_of(root: str) -> tuple[int, int] | None:
+    """(e_machine, ELF class in bits) of the root's own programs, read from their ELF header; None where
+    none of MACHINE_WITNESSES is an ELF file inside the root."""
+    for path in MACHINE_WITNESSES:
+        found = chroot.resolve(root, (), path)
+        if found is None:
+            continue
+        try:
+            fd = safeio.open_regular(found[1])
+        except InputError:
+            continue
+        try:
+            header = read_header(os.read(fd, 64), found[1])
+        except (OSError, ElfHeaderError):
+            continue
+        finally:
+            os.close(fd)
+        return header.machine, header.bits
+    return None
+
+
+def _host_machine() -> tuple[int, int]:
+    """This machine's (e_machine, class), where the root has nothing to read it from."""
+    return {"aarch64": (EM_AARCH64, 64)}.get(os.uname().machine, (EM_X86_64, 64))
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:

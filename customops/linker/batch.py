@@ -1,0 +1,392 @@
+"""The speed layer: the same bindings as customops.linker.lookup, decided in bulk with numpy.
+
+Every shortcut the model takes lives here, and `Linker(..., batch=False)` switches all of them off:
+* bulk self-binding (`_bound_to_itself`): an object's own unique definitions no other object of its scope
+  may export bind to itself, decided from hash tables without building names;
+* the hash-half prefilter (`ScopeIndex`): a lookup visits only the objects whose export hash halves hold
+  the name's, instead of every object of the scope;
+* batch binding (`_bind_in_bulk`, remembered per scope by `_bind_remembered`): a whole object's
+  relocations go through check_match's tests at once, per candidate object;
+* memoised lookups per scope, and GNU hashes computed in batches.
+What the batch cannot decide from one definition per object (versioned choice, GNU_UNIQUE, copy
+relocations, LD_DYNAMIC_WEAK, SysV-only scopes, ld.so's assertion) it leaves to the per-symbol lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cached_property
+
+import numpy as np
+
+from customops.elf.constants import (
+    DF_SYMBOLIC,
+    RELOC_COPY,
+    RELOC_LAZY,
+    SHN_ABS,
+    SHN_UNDEF,
+    STB_GLOBAL,
+    STB_GNU_UNIQUE,
+    STB_WEAK,
+    STT_TLS,
+    STV_HIDDEN,
+    STV_INTERNAL,
+    STV_PROTECTED,
+    VERSYM_HIDDEN,
+    VERSYM_INDEX,
+)
+from customops.elf.hashes import gnu_hashes
+from customops.elf.records import VersionSlot
+from customops.linker.linkmap import FlatScope, LinkMap
+from customops.linker.lookup import ALLOWED_TYPES, Decision, Match, SymbolLookup, relocation_kind
+from customops.linker.prediction import Bound
+
+# check_match's sets as tables indexed by st_info's type and binding and st_other's visibility (np.isin costs
+# more than a whole small library's lookups).
+_ALLOWED_TYPE = np.isin(np.arange(16), list(ALLOWED_TYPES))
+_LOOKUP_BIND = np.isin(np.arange(16), (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
+_HIDDEN = np.isin(np.arange(4), (STV_HIDDEN, STV_INTERNAL))
+# A batch decision: (winner, losers), or None where the per-symbol lookup decides
+Remembered = tuple[Match | None, tuple[Match, ...]] | None
+
+
+class ScopeIndex(FlatScope):
+    """A flat scope with an index of what its objects may export: every object's export hash halves sorted
+    together, each with the object's position. A batch of relocations finds the objects that may define each
+    name with two binary searches per name, instead of one membership test per object of the scope, which made
+    a chain of thousands of libraries quadratic."""
+
+    def __init__(self, scopes: list[list[LinkMap]], halves_of) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(scopes)
+        self._halves_of = halves_of
+        # Batch decisions by (name, version hash, version id, hidden, PLT, referrer is the executable)
+        self.decided: dict[tuple, Remembered] = {}
+
+    @cached_property
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        halves = [self._halves_of(o)[0] for o in self.objects]
+        sizes = np.fromiter(map(len, halves), dtype=np.intp, count=len(halves))
+        values = np.concatenate(halves) if halves else np.empty(0, np.uint32)
+        positions = np.repeat(np.arange(len(halves)), sizes)
+        order = np.argsort(values, kind="stable")  # equal halves stay in scope order
+        return values[order], positions[order]
+
+    def count(self, queries: np.ndarray) -> np.ndarray:
+        """How many objects of the scope may export each queried hash half."""
+        values, _positions = self._index
+        return np.searchsorted(values, queries, "right") - np.searchsorted(values, queries, "left")
+
+    def candidates(self, half: int) -> list[LinkMap]:
+        """The objects that may export one hash half, in scope order."""
+        values, positions = self._index
+        left, right = np.searchsorted(values, half, "left"), np.searchsorted(values, half, "right")
+        return [self.objects[p] for p in positions[left:right].tolist()]  # sorted stably: in scope order
+
+    def exporters(self, queries: np.ndarray) -> list[tuple[LinkMap, np.ndarray]]:
+        """The objects that may export each queried hash half, in scope order, each with the mask of the
+        queries it may answer."""
+        values, positions = self._index
+        left = np.searchsorted(values, queries, "left")
+        counts = np.searchsorted(values, queries, "right") - left
+        total = int(counts.sum())
+        if not total:
+            return []
+        query = np.repeat(np.arange(len(queries)), counts)
+        at = np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(total)
+        where = positions[at]
+        order = np.argsort(where, kind="stable")
+        where, query = where[order], query[order]
+        starts = np.flatnonzero(np.diff(where, prepend=-1))
+        found = []
+        for p, hits in zip(where[starts].tolist(), np.split(query, starts[1:]), strict=True):
+            mask = np.zeros(len(queries), dtype=bool)
+            mask[hits] = True
+            found.append((self.objects[p], mask))
+        return found
+
+
+class BatchLookup(SymbolLookup):
+    """SymbolLookup with every shortcut: the same decisions, in bulk."""
+
+    def __init__(self, dynamic_weak: bool) -> None:
+        super().__init__(dynamic_weak)
+        self._memo: dict[tuple, Decision] = {}
+        self._scopes: dict[tuple[int, ...], ScopeIndex] = {}
+        self._hashes: dict[bytes, int] = {}  # GNU hashes of the names looked up one by one, computed in batches
+        self._version_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._version_ids: dict[str, int] = {}
+        self._matchable: dict[int, np.ndarray] = {}
+        self._export_halves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    # -- the per-symbol lookup, prefiltered and remembered ----------------------------------------
+    def scope_of(self, obj: LinkMap) -> ScopeIndex:
+        key = tuple(id(s) for s in obj.scope)
+        flat = self._scopes.get(key)
+        if flat is None:
+            flat = self._scopes[key] = ScopeIndex(obj.scope, self._halves)
+        return flat
+
+    def scope_changed(self) -> None:
+        self._memo.clear()
+        self._scopes.clear()
+
+    def gnu_hash(self, name: bytes) -> int:
+        known = self._hashes.get(name)
+        return known if known is not None else super().gnu_hash(name)
+
+    def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: str,
+               scope: FlatScope) -> Decision:
+        """The lookup over the objects that may export the name, remembered for the scope."""
+        assert isinstance(scope, ScopeIndex)
+        key = (tuple(id(s) for s in referrer.scope), name, version.name if version else None, reloc == "lazy",
+               reloc == "copy")
+        memo = self._memo.get(key)
+        if memo is None:
+            half = self._hashes[name] >> 1
+            memo = self.lookup(referrer, name, version, reloc == "lazy", scope, scope.candidates(half),
+                               skip=referrer if reloc == "copy" else None)
+            self._memo[key] = memo
+        return memo
+
+    # -- relocation in bulk ----------------------------------------------------------------------
+    def relocate(self, obj: LinkMap) -> Iterator[tuple[int, Bound]]:
+        relocated = obj.relocations()
+        if not len(relocated):
+            return
+        symbols = obj.info.symbols
+        scope = self.scope_of(obj)
+        bulk = self._bound_to_itself(obj, relocated, symbols.hash_halves[relocated], scope)
+        obj.bulk_bound = np.sort(relocated[bulk])
+        indices = relocated[~bulk]
+        names = symbols.names(indices)
+        hashes = gnu_hashes(names)
+        self._hashes.update(zip(names, hashes.tolist(), strict=True))
+        classes = symbols.reloc_class[indices].tolist()
+        decided = self._bind_remembered(obj, scope, indices, names, hashes)
+        for raw, i, name, cls in zip(decided, indices.tolist(), names, classes, strict=True):
+            yield cls, raw if raw is not None else self.bind(obj, i, name, relocation_kind(cls), scope)
+
+    def _bound_to_itself(self, obj: LinkMap, relocated: np.ndarray, halves: np.ndarray,
+                         scope: ScopeIndex) -> np.ndarray:
+        """Relocations of the object's own unique, acceptable definitions whose name no other object in
+        its scope may export: ld.so's walk can only end at the object itself. Decided in bulk from the
+        hash tables (no names built), which makes a 400k-symbol framework library cheap; every
+        relocation with a real choice, or a hash collision, goes through the per-symbol lookup."""
+        own, repeated = members(list(self._halves(obj)), halves)
+        if obj not in scope:
+            own[:] = False
+        others = scope.count(halves) - own > 0
+        e = obj.info.symbols.entries
+        acceptable = (self._matchable_of(obj) & ((e["st_info"] >> 4) != STB_GNU_UNIQUE) & (e["st_shndx"] != SHN_UNDEF)
+                      & (obj.info.symbols.reloc_class != RELOC_COPY))
+        return own & ~others & acceptable[relocated] & ~repeated
+
+    def _bind_remembered(self, obj: LinkMap, scope: ScopeIndex, indices: np.ndarray, names: list[bytes],
+                         hashes: np.ndarray) -> list[Bound | None]:
+        """`_bind_in_bulk`, each decision remembered for the scope: it depends on the name, the reference's
+        version, PLT or not and whether the referrer is the executable, not on which object refers. A name
+        defined by thousands of objects of one scope is then decided once, not once per referrer (which
+        walked every definition for each). The lookups the batch leaves to `bind` are remembered as such;
+        a COPY relocation or a protected or -Bsymbolic own definition is never remembered."""
+        symbols = obj.info.symbols
+        e = symbols.entries[indices]
+        cls = symbols.reloc_class[indices]
+        own_binds = (e["st_shndx"] != SHN_UNDEF) & (((e["st_other"] & 3) == STV_PROTECTED)
+                                                    | bool(obj.info.flags & DF_SYMBOLIC))
+        mine = ((cls == RELOC_COPY) | own_binds).tolist()
+        _slot, ref_hash, ref_id, ref_hidden = self._versions_at(obj, indices)
+        keys = [None if own else (name, h, v, hidden, c == RELOC_LAZY, obj is self.main)
+                for own, name, h, v, hidden, c in zip(mine, names, ref_hash.tolist(), ref_id.tolist(),
+                                                      ref_hidden.tolist(), cls.tolist(), strict=True)]
+        decided: list[Bound | None] = [None] * len(indices)
+        missing = []
+        for k, key in enumerate(keys):
+            if key is None or key not in scope.decided:
+                missing.append(k)
+                continue
+            remembered = scope.decided[key]
+            if remembered is not None:
+                weak_ref = (int(e["st_shndx"][k]) == SHN_UNDEF and int(e["st_info"][k]) >> 4 == STB_WEAK)
+                version = obj.symbol_version(int(indices[k]))
+                decided[k] = Bound(obj, names[k], version.name if version is not None else None,
+                                   "lazy" if key[4] else "now", weak_ref, *remembered, "", None)
+        if not missing:
+            return decided
+        at = np.array(missing, dtype=np.intp)
+        asked = [names[k] for k in missing]
+        exporters = scope.exporters(hashes[at] >> 1)
+        for o, found in exporters:  # every definition the lookups below may ask for, in bulk per object
+            wanted = np.flatnonzero(found)
+            if len(wanted) > 1:
+                _prefetch(o, [asked[k] for k in wanted.tolist()], hashes[at][wanted])
+        for k, raw in zip(missing, self._bind_in_bulk(obj, indices[at], asked, exporters), strict=True):
+            decided[k] = raw
+            key = keys[k]
+            if key is not None:
+                scope.decided[key] = None if raw is None else (raw.winner, raw.losers)
+        return decided
+
+    def _bind_in_bulk(self, obj: LinkMap, indices: np.ndarray, names: list[bytes],
+                      exporters: list[tuple[LinkMap, np.ndarray]]) -> list[Bound | None]:
+        """The same lookups as `bind`, decided for a whole batch with array operations where nothing can
+        depend on the order of the lookups or on more than one definition per object: each candidate
+        object's one definition of the name goes through check_match's tests at once, the first match
+        wins and later matches lose. None marks a relocation left to `bind`: a COPY relocation, a
+        protected or -Bsymbolic own definition, several definitions of the name in one object (versioned
+        choice), GNU_UNIQUE (process-wide state), the executable (copy relocations), a versioned reference
+        to an object without versym (ld.so's assertion), LD_DYNAMIC_WEAK, or a scope with a SysV-only
+        hash table (the named-file rule)."""
+        n = len(indices)
+        if not n or self.dynamic_weak or not self.scope_of(obj).all_gnu:
+            return [None] * n
+        symbols = obj.info.symbols
+        e = symbols.entries[indices]
+        cls = symbols.reloc_class[indices]
+        own_defined = e["st_shndx"] != SHN_UNDEF
+        own_binds = own_defined & (((e["st_other"] & 3) == STV_PROTECTED) | bool(obj.info.flags & DF_SYMBOLIC))
+        undecided = (cls == RELOC_COPY) | own_binds
+        plt = cls == RELOC_LAZY
+        ref_slot, ref_hash, ref_id, ref_hidden = self._versions_at(obj, indices)
+        versioned = ref_hash != 0
+        matched: list[tuple[LinkMap, np.ndarray, np.ndarray]] = []  # per candidate: ks matched, definitions
+        for o, found in exporters:
+            ks = np.flatnonzero(found & ~undecided)
+            if not len(ks):
+                continue
+            definitions = [o.definitions(names[k]) for k in ks.tolist()]
+            counts = np.fromiter(map(len, definitions), dtype=np.intp, count=len(ks))
+            undecided[ks[counts > 1]] = True
+            single = counts == 1
+            ks = ks[single]
+            d = np.fromiter((t[0] for t, one in zip(definitions, single.tolist(), strict=True) if one),
+                            dtype=np.intp, count=len(ks))
+            oe = o.info.symbols.entries[d]
+            ok = self._acceptable(o, oe, d, plt[ks], versioned[ks], ref_hash[ks], ref_id[ks], ref_hidden[ks])
+            state = (((oe["st_info"] >> 4) == STB_GNU_UNIQUE) | (o is self.main and o is not obj)) & ok
+            if o.info.symbols.versym is None:
+                state |= versioned[ks]
+            undecided[ks[state]] = True
+            matched.append((o, ks[ok], d[ok]))
+        winners: dict[int, Match] = {}
+        losers: dict[int, list[Match]] = {}
+        for o, ks, d in matched:  # in scope order: the first match wins, later ones lose
+            for k, i in zip(ks.tolist(), d.tolist(), strict=True):
+                if k in winners:
+                    losers.setdefault(k, []).append((o, i))
+                else:
+                    winners[k] = (o, i)
+        st_info = e["st_info"].tolist()
+        slots = obj.info.version_slots
+        version_names = [None if not h else slots[v].name for h, v in zip(ref_hash.tolist(), ref_slot.tolist(),
+                                                                        strict=True)]
+        decided: list[Bound | None] = [None] * n
+        kinds = ["lazy" if c == RELOC_LAZY else "now" for c in cls.tolist()]
+        for k, (skip, defined) in enumerate(zip(undecided.tolist(), own_defined.tolist(), strict=True)):
+            if not skip:
+                decided[k] = Bound(obj, names[k], version_names[k], kinds[k],
+                                   not defined and (st_info[k] >> 4) == STB_WEAK, winners.get(k),
+                                   tuple(losers.get(k, ())), "", None)
+        return decided
+
+    def _acceptable(self, o: LinkMap, oe: np.ndarray, d: np.ndarray, plt: np.ndarray, versioned: np.ndarray,
+                    ref_hash: np.ndarray, ref_id: np.ndarray, ref_hidden: np.ndarray) -> np.ndarray:
+        """check_match() for definitions `d` of `o` (their entries `oe`), each against its own reference (see
+        lookup's `_check_match`); a versioned reference to an object without versym is left to the caller."""
+        ok = self._matchable_of(o)[d] & ~(plt & (oe["st_shndx"] == SHN_UNDEF))
+        if o.info.symbols.versym is None:
+            return ok
+        raw = o.info.symbols.versym[d]
+        slot, def_hash, def_id, _hidden = self._versions_at(o, d)
+        hidden = (raw & VERSYM_HIDDEN) != 0
+        wrong_version = versioned & ((def_hash != ref_hash) | (def_id != ref_id)) & (ref_hidden | (def_hash != 0)
+                                                                                    | hidden)
+        hidden_versioned = ~versioned & (slot >= 3) & hidden  # unversioned references skip hidden versions
+        return ok & ~wrong_version & ~hidden_versioned
+
+    def _versions_at(self, obj: LinkMap, indices: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The versym index of each symbol and its l_versions entry as arrays: ELF hash (0: none), an id
+        of the version name, and the entry's hidden flag."""
+        table = self._version_tables.get(id(obj))
+        if table is None:
+            slots = obj.info.version_slots
+            size = max(slots, default=0) + 2  # the last row stands for indices without an entry
+            hashes, ids, hidden = np.zeros(size, np.uint64), np.zeros(size, np.intp), np.zeros(size, bool)
+            for index, slot in slots.items():
+                hashes[index], hidden[index] = slot.hash, slot.hidden
+                ids[index] = self._version_ids.setdefault(slot.name, len(self._version_ids) + 1)
+            table = self._version_tables[id(obj)] = (hashes, ids, hidden)
+        hashes, ids, hidden = table
+        versym = obj.info.symbols.versym
+        if versym is None:
+            zero = np.zeros(len(indices), np.intp)
+            return zero, zero.astype(np.uint64), zero, zero.astype(bool)
+        slot = (versym[indices] & VERSYM_INDEX).astype(np.intp)
+        row = np.where(slot < len(hashes) - 1, slot, len(hashes) - 1)
+        return slot, hashes[row], ids[row], hidden[row]
+
+    def _matchable_of(self, obj: LinkMap) -> np.ndarray:
+        """check_match()'s tests that depend on the definition alone, for every symbol of `obj`: a value (or
+        SHN_ABS, or TLS), an allowed type, a global, weak or unique binding, and a visible symbol."""
+        found = self._matchable.get(id(obj))
+        if found is None:
+            e = obj.info.symbols.entries
+            stt = e["st_info"] & 0xF
+            found = self._matchable[id(obj)] = (
+                ((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | (stt == STT_TLS)) & _ALLOWED_TYPE[stt]
+                & _LOOKUP_BIND[e["st_info"] >> 4] & ~_HIDDEN[e["st_other"] & 3])
+        return found
+
+    def _halves(self, obj: LinkMap) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted hash halves of every symbol a lookup could find in `obj`, and those occurring more than once
+        (a name under several versions, or a hash collision): answers "may this object export X?" in bulk."""
+        found = self._export_halves.get(id(obj))
+        if found is None:
+            symbols = obj.info.symbols
+            if not symbols.has_hash_table or not symbols.count:
+                found = np.empty(0, np.uint32), np.empty(0, np.uint32)
+            else:
+                e = symbols.entries
+                mask = (e["st_shndx"] != SHN_UNDEF) | (e["st_value"] != 0)
+                mask[0] = False
+                values, counts = np.unique(symbols.hash_halves[mask], return_counts=True)
+                found = values, values[counts > 1]
+            self._export_halves[id(obj)] = found
+        return found
+
+
+def _prefetch(obj: LinkMap, names: list[bytes], hashes: np.ndarray) -> None:
+    """`obj.definitions` of many names in one pass over its hash table (the same walk, in bulk)."""
+    if not obj.info.symbols.has_hash_table:
+        return
+    found = obj.info.symbols.lookup_many(names, hashes)
+    if found is not None:
+        obj.definition_cache.update(zip(names, found, strict=True))
+
+
+def members(sorted_sets: list[np.ndarray], queries: np.ndarray) -> list[np.ndarray]:
+    """[queries ∈ values for values in sorted_sets], with the queries sorted once. The smaller side is
+    searched in the larger: a set no larger than the queries has each of its values find its run of equal
+    queries (the common case of a framework library's references tested against libc), a larger one is
+    searched with the sorted queries, whose neighbouring binary searches share their cache lines. Only the
+    hits are written back in the queries' order, so a small set costs little beside a large batch."""
+    order = np.argsort(queries)
+    sorted_queries = queries[order]
+    found = []
+    for values in sorted_sets:
+        member = np.zeros(len(queries), dtype=bool)
+        if not len(values) or not len(queries):
+            pass
+        elif len(values) <= len(queries):
+            left = np.searchsorted(sorted_queries, values, "left")
+            right = np.searchsorted(sorted_queries, values, "right")
+            hit = np.flatnonzero(right > left)
+            left, counts = left[hit], (right - left)[hit]
+            if len(counts) and int(counts.max()) > 1:  # a repeated query: every position of its run
+                left = np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+            member[order[left]] = True
+        else:
+            at = np.minimum(np.searchsorted(values, sorted_queries), len(values) - 1)
+            member[order[values[at] == sorted_queries]] = True
+        found.append(member)
+    return found

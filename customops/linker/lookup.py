@@ -1,0 +1,233 @@
+"""The per-symbol lookup, as elf/dl-lookup.c does it: _dl_lookup_symbol_x walks the referrer's scope in
+order, do_lookup_x searches each object's hash table, check_match accepts or rejects each definition.
+
+This is the readable specification of binding; customops.linker.batch decides the same in bulk, and
+`Linker(..., batch=False)` runs only this (tests compare both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import Enum, auto
+
+from customops.elf.constants import (
+    DF_SYMBOLIC,
+    RELOC_COPY,
+    RELOC_LAZY,
+    SHN_ABS,
+    SHN_UNDEF,
+    STB_GLOBAL,
+    STB_GNU_UNIQUE,
+    STB_WEAK,
+    STT_COMMON,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_NOTYPE,
+    STT_OBJECT,
+    STT_TLS,
+    STV_HIDDEN,
+    STV_INTERNAL,
+    STV_PROTECTED,
+    VERSYM_HIDDEN,
+    VERSYM_INDEX,
+)
+from customops.elf.hashes import gnu_hash
+from customops.elf.records import VersionSlot
+from customops.linker.linkmap import FlatScope, LinkMap
+from customops.linker.prediction import Bound
+from customops.linker.types import Failure, FailureKind
+
+ALLOWED_TYPES = {STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_COMMON, STT_TLS, STT_GNU_IFUNC}
+Match = tuple[LinkMap, int]
+# What a lookup decides: the winner, the definitions that lost, why the winner won, the failure
+Decision = tuple[Match | None, tuple[Match, ...], str, Failure | None]
+
+
+class Verdict(Enum):
+    """check_match's answer for one definition."""
+
+    MATCH = auto()
+    REJECT = auto()
+    VERSIONED = auto()  # a versioned definition an unversioned reference accepts only if it is the only one
+
+
+class LookupCrash(Exception):
+    """ld.so stops on an assertion during a lookup (the process dies)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.kind.value)
+        self.failure = failure
+
+
+def relocation_kind(reloc_class: int) -> str:
+    return "lazy" if reloc_class == RELOC_LAZY else "copy" if reloc_class == RELOC_COPY else "now"
+
+
+class SymbolLookup:
+    """The lookups of one process. `unique` is its GNU_UNIQUE table; `main` its executable."""
+
+    def __init__(self, dynamic_weak: bool) -> None:
+        self.dynamic_weak = dynamic_weak  # LD_DYNAMIC_WEAK
+        self.unique: dict[bytes, Match] = {}
+        self.main: LinkMap | None = None
+
+    def scope_of(self, obj: LinkMap) -> FlatScope:
+        return FlatScope(obj.scope)
+
+    def scope_changed(self) -> None:
+        """The global scope grew (an RTLD_GLOBAL dlopen)."""
+
+    def relocate(self, obj: LinkMap) -> Iterator[tuple[int, Bound]]:
+        """_dl_relocate_object's symbol lookups: each looked-up relocation, with its relocation class, in order.
+        Raises LookupCrash when ld.so would stop."""
+        scope = self.scope_of(obj)
+        symbols = obj.info.symbols
+        for i in obj.relocations().tolist():
+            cls = int(symbols.reloc_class[i])
+            yield cls, self.bind(obj, i, symbols.name(i), relocation_kind(cls), scope)
+
+    def bind(self, obj: LinkMap, index: int, name: bytes, reloc: str, scope: FlatScope) -> Bound:
+        """One relocation of `obj` against its symbol `index`."""
+        # The referrer's own entry, read alone: `fields` would convert a whole table (0.05 s for
+        # libtensorflow_cc.so.2) for the few relocations of a large object that come this way.
+        entry = obj.info.symbols.entries[index]
+        st_info, st_other, st_shndx = int(entry["st_info"]), int(entry["st_other"]), int(entry["st_shndx"])
+        own_defined = st_shndx != SHN_UNDEF
+        weak_ref = not own_defined and (st_info >> 4) == STB_WEAK
+        version = obj.symbol_version(index)
+        version_name = version.name if version is not None else None
+        # Protected definitions and -Bsymbolic objects bind their own references to themselves.
+        protected = st_other & 3 == STV_PROTECTED
+        if own_defined and reloc != "copy" and (protected or obj.info.flags & DF_SYMBOLIC):
+            reason = "protected" if protected else "-Bsymbolic"
+            return Bound(obj, name, version_name, reloc, weak_ref, (obj, index), (), reason, None)
+        winner, losers, reason, failure = self.decide(obj, name, version, reloc, scope)
+        return Bound(obj, name, version_name, reloc, weak_ref, winner, losers, reason, failure)
+
+    def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: str,
+               scope: FlatScope) -> Decision:
+        """The lookup a relocation asks for, over every object of the scope. A COPY relocation of the
+        executable skips the executable itself (ELF_RTYPE_CLASS_COPY)."""
+        return self.lookup(referrer, name, version, reloc == "lazy", scope, scope.objects,
+                           skip=referrer if reloc == "copy" else None)
+
+    def lookup(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, plt: bool, scope: FlatScope,
+               candidates: list[LinkMap], skip: LinkMap | None = None) -> Decision:
+        """_dl_lookup_symbol_x over `candidates` (the scope, in order): the first acceptable definition wins;
+        also collects the definitions that lost."""
+        winner: Match | None = None
+        weak_fallback: Match | None = None
+        losers: list[Match] = []
+        reason = ""
+        gnu = self.gnu_hash(name)  # computed once for the whole walk, as _dl_lookup_symbol_x does
+        for obj in candidates:
+            found = None if obj is skip else self.find_in(obj, name, version, plt, gnu=gnu)
+            if found is None:
+                continue
+            if winner is not None:
+                losers.append((obj, found))
+                continue
+            bind = obj.info.symbols.fields[0][found] >> 4
+            if bind == STB_WEAK and self.dynamic_weak:
+                if weak_fallback is None:
+                    weak_fallback = (obj, found)
+                else:
+                    losers.append((obj, found))
+                continue
+            if bind == STB_GNU_UNIQUE:  # elf/dl-lookup.c do_lookup_unique: one table for the process
+                winner = self.unique.setdefault(name, (obj, found))
+                if winner[0] is not obj:
+                    losers.append((obj, found))
+                    reason = "GNU_UNIQUE: the first definition loaded in the process wins"
+                continue
+            winner = (obj, found)
+            if obj is self.main and obj is not referrer and self._copies(obj, name):
+                reason = "copy relocation: the executable holds the object and every reference binds to it"
+        if winner is None and weak_fallback is not None:
+            winner = weak_fallback
+        elif winner is not None and weak_fallback is not None:
+            losers.insert(0, weak_fallback)
+        failure = self._missing_in_named_file(referrer, name, version, scope, winner)
+        if failure is not None:
+            return None, (), "", failure
+        return winner, tuple(loser for loser in losers if loser != winner), reason, None
+
+    def _missing_in_named_file(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, scope: FlatScope,
+                               winner: Match | None) -> Failure | None:
+        """do_lookup_x returns -1 when it reaches the file named by the verneed entry without a match
+        and that file's SysV hash chain ended at STN_UNDEF. Through DT_GNU_HASH, glibc 2.36 leaves symidx
+        at the last candidate and reports a plain "undefined symbol" instead (oracle-tested)."""
+        if version is None or version.filename is None or scope.all_gnu:
+            return None
+        for obj in scope.objects:
+            if winner is not None and obj is winner[0]:
+                return None
+            if obj.matches(version.filename):
+                if obj.info.symbols.uses_gnu_hash:
+                    return None
+                return Failure(FailureKind.VERSION_NOT_IN_FILE, referrer.name, symbol=name, version=version.name,
+                               file=version.filename)
+        return None
+
+    def _copies(self, obj: LinkMap, name: bytes) -> bool:
+        """Does the executable hold a copy of this object? Aliases share the copy's address."""
+        values = obj.info.symbols.fields[3]
+        return any(values[i] in obj.copy_addresses for i in obj.definitions(name))
+
+    def gnu_hash(self, name: bytes) -> int:
+        return gnu_hash(name)
+
+    def find_in(self, obj: LinkMap, name: bytes, version: VersionSlot | None, plt: bool, newest: bool = False,
+                gnu: int | None = None) -> int | None:
+        """do_lookup_x for one object: the first acceptable symbol, or None. An unversioned reference accepts
+        a single versioned definition (`newest`: dlsym's, which takes the default version)."""
+        versioned_candidate = None
+        num_versions = 0
+        for i in obj.definitions(name, gnu):
+            verdict = self._check_match(obj, i, version, plt, newest)
+            if verdict == Verdict.MATCH:
+                return i
+            if verdict == Verdict.VERSIONED:
+                num_versions += 1
+                if num_versions == 1:
+                    versioned_candidate = i
+        if num_versions == 1:
+            return versioned_candidate
+        return None
+
+    def _check_match(self, obj: LinkMap, i: int, version: VersionSlot | None, plt: bool, newest: bool) -> Verdict:
+        """check_match() of dl-lookup.c."""
+        st_info, st_other, st_shndx, st_value, _size, versym = obj.info.symbols.fields
+        shndx = st_shndx[i]
+        stt = st_info[i] & 0xF
+        if (st_value[i] == 0 and shndx != SHN_ABS and stt != STT_TLS) or (plt and shndx == SHN_UNDEF):
+            return Verdict.REJECT
+        if stt not in ALLOWED_TYPES:
+            return Verdict.REJECT
+        if (st_info[i] >> 4) not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
+            return Verdict.REJECT
+        if st_other[i] & 3 in (STV_HIDDEN, STV_INTERNAL):
+            return Verdict.REJECT
+        if version is not None:
+            return self._check_version(obj, i, version, versym)
+        if versym is not None:
+            raw = versym[i]
+            if (raw & VERSYM_INDEX) >= (2 if newest else 3):
+                return Verdict.VERSIONED if not raw & VERSYM_HIDDEN else Verdict.REJECT
+        return Verdict.MATCH
+
+    def _check_version(self, obj: LinkMap, i: int, version: VersionSlot, versym: list[int] | None) -> Verdict:
+        """check_match()'s test of a versioned reference against definition `i`."""
+        if versym is None:
+            if version.filename is not None and obj.matches(version.filename):
+                raise LookupCrash(Failure(FailureKind.LOOKUP_ASSERTION, obj.name))
+            return Verdict.MATCH
+        raw = versym[i]
+        slot = obj.info.version_slots.get(raw & VERSYM_INDEX)
+        slot_hash = slot.hash if slot is not None else 0
+        slot_name = slot.name if slot is not None else ""
+        if (slot_hash != version.hash or slot_name != version.name) and (
+            version.hidden or slot_hash or raw & VERSYM_HIDDEN
+        ):
+            return Verdict.REJECT
+        return Verdict.MATCH
