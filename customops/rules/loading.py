@@ -14,14 +14,21 @@ from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.linker.simulate import Binding, FileProblem, Search, StepOutcome
+from customops.linker.types import (
+    NOT_LOADABLE,
+    Binding,
+    CallStatus,
+    Failure,
+    FailureKind,
+    Search,
+    StepKind,
+    StepOutcome,
+    StepStatus,
+)
 from customops.rules.context import RuleContext
 from customops.rules.versions import Mismatch, major_mismatches, version_shortfalls
 from customops.triton.plan import Context, LoadPlan, LoadStep
 
-NOT_LOADABLE = ("wrong ELF class", "invalid ELF header", "cannot be dlopen()ed", "data encoding",
-                "only ET_DYN", "file too short")
-VERSION_ERROR = re.compile(r"^(?P<provider>.*): version `(?P<version>[^']+)' not found \(required by (?P<by>.*)\)$")
 SHOWN = 20
 CPYTHON = re.compile(rb"^_?Py[A-Z_]")  # the Python C API's naming: PyModule_Create2, _Py_NoneStruct, Py_BuildValue
 LFS_HINT = "Run `git lfs pull` (or fetch LFS objects in CI: actions/checkout with lfs: true)."
@@ -42,8 +49,8 @@ def check(rules: RuleContext) -> list[Finding]:
     for step, outcome in rules.outcomes:
         assert isinstance(outcome, StepOutcome)
         findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan)
-    startup = next((o for o in prediction.outcomes if o.kind == "startup"), None)
-    if startup is not None and startup.status in ("fatal", "crash"):
+    startup = next((o for o in prediction.outcomes if o.kind == StepKind.STARTUP), None)
+    if startup is not None and startup.status in (StepStatus.FATAL, StepStatus.CRASH):
         findings += _startup(startup, plan, mismatches)
     elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
         for step in plan.preloads:
@@ -113,18 +120,18 @@ def _what(step: LoadStep) -> str:
 def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
           mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    if outcome.status == "ignored":  # a preload ld.so could not map: only a warning to ld.so
-        code, hint = "CO303" if "ELF class" in outcome.message else "CO301", ""
+    if outcome.status == StepStatus.IGNORED:  # a preload ld.so could not map: only a warning to ld.so
+        code, hint = "CO303" if _kind(outcome) == FailureKind.WRONG_CLASS else "CO301", ""
         reason = "is not a loadable ELF file for this container" if code == "CO303" else "does not exist"
         if outcome.problem is not None:
             code, reason, hint = _problem(outcome.problem)
         findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
                                       "starts without it", predicted=outcome.message, hint=hint, **_about(step)))
-    elif outcome.status in ("failed", "crash"):
+    elif outcome.status in (StepStatus.FAILED, StepStatus.CRASH):
         findings.append(_failure(step, outcome, ctx, reader, mismatches or [], plan))
     findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
-        if call.status == "ok":
+        if call.status == CallStatus.OK:
             continue
         if step.purpose == "backend library":
             findings.append(Finding(
@@ -148,9 +155,13 @@ def _trt_logged(finding: Finding) -> Finding:
                                       "fails to deserialize (getPluginCreator could not find plugin ...)"))
 
 
-def _problem(problem: FileProblem) -> tuple[str, str, str]:
+def _kind(outcome: StepOutcome) -> FailureKind | None:
+    return outcome.failure.kind if outcome.failure is not None else None
+
+
+def _problem(problem: Failure) -> tuple[str, str, str]:
     """(code, what the file is, fix) for a file the linker model could open or map only as something else."""
-    if problem.kind == "git-lfs-pointer":
+    if problem.kind == FailureKind.GIT_LFS_POINTER:
         return "CO303", "is a Git LFS pointer, not the library", LFS_HINT
     return "CO301", "cannot be read: permission denied", UNREADABLE_HINT
 
@@ -160,10 +171,10 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
     message = outcome.message
     if outcome.problem is not None:  # it exists: what it is, rather than "does not exist" or "not ELF"
         code, reason, hint = _problem(outcome.problem)
-        subject = _what(step) if outcome.problem.path == step.path else (
-            f"{outcome.problem.path}, which {_what(step)} needs,")
+        subject = _what(step) if outcome.problem.name == step.path else (
+            f"{outcome.problem.name}, which {_what(step)} needs,")
         return Finding(code, f"{subject} {reason}", predicted=message, hint=hint,
-                       evidence=(f"checked: {ctx.source(outcome.problem.path)}",), **_about(step))
+                       evidence=(f"checked: {ctx.source(outcome.problem.name)}",), **_about(step))
     if not ctx.exists(step.path):
         suggestion = ctx.suggest_mount(step.path) if step.path.startswith("/") else None
         hint = (f"{suggestion}: a file with the same path tail is in the checkout" if suggestion else "")
@@ -171,11 +182,11 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
                                 + (f"; with {suggestion} it would" if suggestion else ""), predicted=message,
                        evidence=(f"checked: {ctx.source(step.path)}",),  # the message names its container path
                        hint=hint, **_about(step))
-    version = VERSION_ERROR.match(message)
-    if version:
-        name = version.group("version")
-        code = "CO505" if name.startswith("VERS_") and "onnxruntime" in version.group("provider") else "CO306"
-        return Finding(code, f"{_what(step)} needs version {name}, which {version.group('provider')} does not define",
+    failure = outcome.failure
+    if failure is not None and failure.kind == FailureKind.MISSING_VERSION:
+        name, provider = failure.version or "", failure.name
+        code = "CO505" if name.startswith("VERS_") and "onnxruntime" in provider else "CO306"
+        return Finding(code, f"{_what(step)} needs version {name}, which {provider} does not define",
                        version=name, predicted=message, **_about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
@@ -196,17 +207,18 @@ def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfRead
                        version=first.version, predicted=message, evidence=_symbols(outcome.unresolved),
                        **_about(step))
     missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
-    if missing is not None and not any(word in message for word in NOT_LOADABLE if "ELF class" not in word):
+    kind = _kind(outcome)
+    if missing is not None and (kind not in NOT_LOADABLE or kind == FailureKind.WRONG_CLASS):
         mismatch = _mismatch_not_found(missing, mismatches or [], message, _what(step), plan, _about(step)) \
             if missing.requested_by == step.path else None
         if mismatch is not None:
             return mismatch
-        code = "CO303" if "wrong ELF class" in message else "CO302"
+        code = "CO303" if kind == FailureKind.WRONG_CLASS else "CO302"
         return Finding(code, f"{_what(step)}: {missing.name} (needed by {missing.requested_by}) is not found",
                        predicted=message, evidence=_trace(missing, plan), **_about(step))
-    if any(word in message for word in NOT_LOADABLE):
+    if kind in NOT_LOADABLE:
         return Finding("CO303", f"{_what(step)} cannot be loaded: {message}", predicted=message, **_about(step))
-    if "Inconsistency detected" in message:
+    if kind == FailureKind.LOOKUP_ASSERTION:
         return Finding("CO306", f"{_what(step)} crashes ld.so: a versioned symbol's provider has no version "
                                 "information", predicted=message, **_about(step))
     return Finding("CO304", f"{_what(step)} fails to load: {message}", predicted=message, **_about(step))
