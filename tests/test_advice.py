@@ -13,7 +13,7 @@ from oracle import confirm_check
 from test_check_codes import Repo, codes, needs_root, only
 
 from customops.codes import CODES
-from customops.linker.simulate import FileProblem, StepOutcome
+from customops.linker.types import Failure, FailureKind, StepOutcome
 from customops.rules import loading
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
@@ -180,7 +180,7 @@ def test_co301_a_permission_denied_outcome_reads_cannot_be_read_not_does_not_exi
                     model="m")
     message = "/models/m/ops/libop.so: cannot open shared object file: Permission denied"
     outcome = StepOutcome("dlopen", step.path, "m:op library", "failed", message, (), (), (), (), (), (),
-                          problem=FileProblem(step.path, "permission denied"))
+                          failure=Failure(FailureKind.PERMISSION_DENIED, step.path))
     manifest = load_manifest(None)
     from customops.triton.plan import Context
 
