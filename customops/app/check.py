@@ -11,7 +11,9 @@ from customops.app.planning import build_plan
 from customops.app.scenario import pair_outcomes, scenario_for
 from customops.elf.cache import ElfReader
 from customops.findings import Finding
-from customops.linker.simulate import Linker, Prediction, StepOutcome
+from customops.linker.prediction import Prediction
+from customops.linker.process import Linker
+from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbeSettings
 from customops.triton import mounts
 from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
