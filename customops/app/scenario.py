@@ -1,4 +1,4 @@
-"""The server process as the linker model runs it (customops.linker.simulate.Scenario), and each of its
+"""The server process as the linker model runs it (customops.linker.types.Scenario), and each of its
 outcomes paired back with the plan step it answers: by the step's own label for a dlopen, and by the
 LD_PRELOAD entries the step's path becomes for a preload, never by position (an entry ld.so splits in two,
 or one already in the environment, would shift every later pairing onto the wrong file)."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from customops.linker.simulate import Dlopen, Environment, Prediction, Scenario, StepOutcome
+from customops.linker.prediction import Prediction
+from customops.linker.types import Dlopen, Environment, Scenario, StepOutcome
 from customops.triton.plan import Context, LoadPlan, LoadStep
 
 
