@@ -13,8 +13,8 @@ from customops.errors import CustomopsError
 from customops.triton.container import SERVER, SERVER_CWD, STAND_IN_HOSTS
 
 if TYPE_CHECKING:
-    from customops.linker.simulate import Dlopen
     from customops.linker.target import LinkerTarget
+    from customops.linker.types import Dlopen
 
 FLAG_WORDS = {"now", "lazy", "local", "global", "deepbind"}
 
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_dlopen(value: str, target_path: Callable[[str], str]) -> Dlopen:
-    from customops.linker.simulate import Dlopen
+    from customops.linker.types import Dlopen
 
     path, flags = value, set()
     if ":" in value:
@@ -66,8 +66,9 @@ def parse_dlopen(value: str, target_path: Callable[[str], str]) -> Dlopen:
 
 def run(args: argparse.Namespace) -> int:
     from customops.elf.cache import ElfReader
-    from customops.linker.simulate import Dlopen, Environment, Linker, Scenario
+    from customops.linker.process import Linker
     from customops.linker.target import target_for_root
+    from customops.linker.types import Dlopen, Environment, Scenario
     from customops.report.escape import dumps
     from customops.report.resolve import prediction_record, render_prediction
     from customops.triton.mounts import parse_mount
