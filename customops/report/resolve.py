@@ -6,8 +6,9 @@ from rich.console import Console
 
 from customops import schemas
 from customops.elf.demangle import demangle
-from customops.linker.simulate import Binding, Definition, Prediction
+from customops.linker.prediction import Prediction
 from customops.linker.target import LinkerTarget
+from customops.linker.types import Binding, Definition
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
 
