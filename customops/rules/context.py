@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from customops.elf.cache import ElfReader
 from customops.inspect import files
 from customops.inspect.registrations import Registration
-from customops.linker.simulate import Prediction, StepOutcome
+from customops.linker.prediction import Prediction
+from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.repository import Model
