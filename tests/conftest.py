@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from customops.elf.cache import ElfReader  # noqa: E402
-from customops.linker.simulate import Linker  # noqa: E402
+from customops.linker.process import Linker  # noqa: E402
 from customops.linker.target import live_target  # noqa: E402
 from fixtures.build import Lib, build, select, why_unavailable  # noqa: E402
 
