@@ -45,8 +45,9 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.inspect.onnxmodel import model_ops
     from customops.inspect.tfmodel import model_ops as tf_model_ops
     from customops.linker.ldcache import parse_ld_cache
-    from customops.linker.simulate import Dlopen, Environment, Linker, Scenario
+    from customops.linker.process import Linker
     from customops.linker.target import live_target
+    from customops.linker.types import Dlopen, Environment, Scenario
     from customops.probe import groups as probes
     from customops.triton import profile
     from customops.triton.manifest import load_manifest
