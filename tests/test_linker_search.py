@@ -134,3 +134,22 @@ def test_nodeflib_skips_the_cache_and_the_system_directories(linker, loader, tre
                                                           Dlopen(f"{tree}/g/ndl/libdeflib.so"))))
     assert prediction.outcomes[-2].status == "failed"
     assert any("DF_1_NODEFLIB" in a.result for s in prediction.outcomes[-2].searches for a in s.attempts)
+
+
+def test_the_targets_machine_and_class_are_read_from_its_own_programs(tmp_path):
+    """A container root's machine (what its ld.so.cache entries must be for) comes from its tritonserver, else
+    its /bin/sh: an AArch64 image is AArch64 whatever machine checks it; a root with neither has no answer."""
+    import struct
+
+    from customops.elf.constants import EM_AARCH64, ET_EXEC
+    from customops.linker.target import machine_of, target_for_root
+
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", ET_EXEC, EM_AARCH64, 1, 0, 64, 0, 0,
+                                                               64, 56, 0, 64, 0, 0)
+    server = tmp_path / "opt" / "tritonserver" / "bin" / "tritonserver"
+    server.parent.mkdir(parents=True)
+    assert machine_of(str(tmp_path)) is None
+    server.write_bytes(header)
+    assert machine_of(str(tmp_path)) == (EM_AARCH64, 64)
+    target = target_for_root(str(tmp_path))
+    assert (target.machine, target.elf_class) == (EM_AARCH64, 64)

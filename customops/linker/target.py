@@ -113,8 +113,7 @@ def target_for_root(root: str) -> LinkerTarget:
         return live_target()
     system_dirs = _default_system_dirs(root)
     cache_ = _read_cache(root, "/etc/ld.so.cache")
-    found = machine_of(root)
-    machine, elf_class = found or _host_machine()
+    machine, elf_class = machine_of(root) or _host_machine()
     return LinkerTarget(
         root=root,
         system_dirs=system_dirs,
@@ -126,7 +125,6 @@ def target_for_root(root: str) -> LinkerTarget:
         assumptions=(
             "glibc-hwcaps subdirectories are not searched: they depend on the CPU the container runs on",
             "$PLATFORM assumed to be the machine name",
-            *(() if found else ("the machine assumed to be this one's: no tritonserver or /bin/sh to read it from",)),
         ),
         machine=machine,
         elf_class=elf_class,
@@ -159,7 +157,8 @@ def machine_of(root: str) -> tuple[int, int] | None:
 
 
 def _host_machine() -> tuple[int, int]:
-    """This machine's (e_machine, class), where the root has nothing to read it from."""
+    """This machine's (e_machine, class), where the root has nothing to read it from (a profile's skeleton keeps
+    only library directories)."""
     return {"aarch64": (EM_AARCH64, 64)}.get(os.uname().machine, (EM_X86_64, 64))
 
 
