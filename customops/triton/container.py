@@ -106,7 +106,7 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
 
     glibc = glibcxx = cxxabi = None
     for soname, families in (("libc.so.6", ("GLIBC",)), ("libstdc++.so.6", ("GLIBCXX", "CXXABI"))):
-        path = target.cache.lookup(soname, 62, 64) if target.cache else None
+        path = target.cache.lookup(soname, target.machine, target.elf_class) if target.cache else None
         path = path or next((f"{d}/{soname}" for d in target.system_dirs if host(f"{d}/{soname}")), None)
         found = host(path) if path else None
         if found is None:
