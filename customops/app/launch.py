@@ -56,6 +56,10 @@ class Launch:
 
         return [] if self.check is None else dependencies(self.check)
 
+    def shown_notes(self, report_shown: bool) -> list[str]:
+        """launch's own notes, then the check's, unless its report is shown: the report ends with them."""
+        return [*self.notes, *(self.check.notes if self.check is not None and not report_shown else [])]
+
     def exports(self) -> str:
         """Lines that are safe to `eval` whatever the paths hold: every value single-quoted (a newline,
         `$(...)`, backticks and quotes stay data), and the comment lines printable, since a line break in

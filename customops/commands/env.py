@@ -31,13 +31,13 @@ def run(args: argparse.Namespace) -> int:
         print(launch.exports())
         return 0
     from customops.codes import Severity
-    from customops.commands.launch import failure_report, print_notes, shown_notes
+    from customops.commands.launch import failure_report, print_notes
     from customops.elf.cache import ElfReader
 
     launch = prepare(server_argv(args), args.container_root, args.manifest, Severity.parse(args.fail_on),
                      existing_preload=args.existing_preload, mounts=mounts, reader=ElfReader())
     report = failure_report(launch)
-    print_notes(shown_notes(launch, report))
+    print_notes(launch.shown_notes(report is not None))
     if report is not None:
         sys.stderr.write(report)
         print(f"customops: no exports: the check predicts findings at or above --fail-on {args.fail_on}",

@@ -7,13 +7,13 @@ import errno
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError, printable
 
 if TYPE_CHECKING:
     from customops.app.launch import Launch
-    from customops.triton.mounts import Mounts
+    from customops.app.launch_decision import LaunchRequest
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,51 +56,43 @@ def server_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.app import launch_cache
-    from customops.app.launch import mounts_for
-    from customops.triton.mounts import parse_mount
-    from customops.triton.serverargs import parse
+    from customops.app.launch_cache import command_line
+    from customops.app.launch_decision import decide
 
-    argv = server_argv(args)
-    # the mounts check would add too: part of the cache key, with the directory of this machine each names
-    mounts = mounts_for(parse(argv).repositories, os.path.abspath(args.container_root),
-                        tuple(parse_mount(m) for m in args.mount))
-    options = {"container_root": os.path.abspath(args.container_root), "manifest": args.manifest,
-               "fail_on": args.fail_on, "check": not args.no_check, "existing_preload": args.existing_preload}
-    cache = not args.no_cache and not args.probe
-    decision = launch_cache.cached(argv, options, mounts, dict(os.environ)) if cache else None
-    if decision is None:
-        from customops import progress
-
-        with progress.shown("checking before the launch"):
-            decision = _decide(args, argv, mounts, options, cache)
-    else:  # a cached verdict never says what to start: the current inputs do, exactly as for a check
-        from customops.app.launch import environment_for
-
-        command, environment = environment_for(argv, args.container_root, args.manifest, args.existing_preload,
-                                                mounts)
-        decision = {**decision, "argv": command, "environment": environment}
-    print_notes(decision["notes"])
-    if decision["report"] is not None:
-        sys.stderr.write(decision["report"])
+    decision = decide(launch_request(args), failure_report)
+    print_notes(decision.notes)
+    if decision.report is not None:
+        sys.stderr.write(decision.report)
         if not args.warn_only:
             print("customops: not starting the server: the check predicts failures (--warn-only starts it anyway)",
                   file=sys.stderr)
             return 1
     if args.dry_run:
-        print(launch_cache.command_line(decision["argv"], decision["environment"]))
+        print(command_line(decision.argv, decision.environment))
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
-    environment = {**os.environ, **decision["environment"]}
-    program = decision["argv"][0]
+    environment = {**os.environ, **decision.environment}
+    program = decision.argv[0]
     executable = find_program(program, os.get_exec_path(environment))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # Python ignores it; the server should not inherit that
     try:
-        os.execve(executable, decision["argv"], environment)
+        os.execve(executable, decision.argv, environment)
     except OSError as exc:
         raise not_started(program, exc) from None
     return 0  # not reached
+
+
+def launch_request(args: argparse.Namespace) -> LaunchRequest:
+    from customops.app.launch_decision import LaunchRequest
+    from customops.app.request import ProbeOptions
+    from customops.codes import Severity
+
+    return LaunchRequest(tuple(server_argv(args)), args.container_root, args.manifest,
+                         Severity.parse(args.fail_on) if args.fail_on else None, check=not args.no_check,
+                         existing_preload=args.existing_preload, mounts=tuple(args.mount),
+                         use_cache=not args.no_cache,
+                         probe=ProbeOptions(args.probe_python, args.probe_onnxruntime) if args.probe else None)
 
 
 def find_program(program: str, path: list[str]) -> str:
@@ -150,33 +142,3 @@ def failure_report(launch: Launch) -> str | None:
     buffer = io.StringIO()
     render_text(launch.check, min(f.level for f in launch.blocking), 1, None, console(buffer))
     return buffer.getvalue()
-
-
-def shown_notes(launch: Launch, report: str | None) -> list[str]:
-    """launch's own notes, then the check's, unless its report is shown: the report ends with them."""
-    return [*launch.notes, *(launch.check.notes if launch.check is not None and report is None else [])]
-
-
-def _decide(args: argparse.Namespace, argv: list[str], mounts: Mounts, options: dict[str, object],
-            cache: bool) -> dict[str, Any]:
-    """The full check, and the decision it leads to (stored for the next start when `cache`)."""
-    from functools import partial
-
-    from customops.app import launch_cache
-    from customops.app.launch import prepare
-    from customops.app.probing import probe_settings
-    from customops.cachedir import default_cache_dir
-    from customops.codes import Severity
-    from customops.elf.cache import ElfReader
-
-    probe = partial(probe_settings, python=args.probe_python, onnxruntime=args.probe_onnxruntime,
-                    cache_dir=None if args.no_cache else default_cache_dir())
-    launch = prepare(argv, args.container_root, args.manifest, Severity.parse(args.fail_on) if args.fail_on else None,
-                     run_the_check=not args.no_check, existing_preload=args.existing_preload, mounts=mounts,
-                     probe=probe if args.probe else None, reader=ElfReader(use_cache=not args.no_cache))
-    report = failure_report(launch)
-    decision = {"argv": launch.argv, "environment": launch.environment, "notes": shown_notes(launch, report),
-                "report": report}
-    if cache:
-        launch_cache.store(decision, argv, options, mounts, dict(os.environ), launch.dependencies())
-    return decision
