@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
 
-from customops.linker.batch import members
+from customops.linker.scopeindex import members
 from customops.linker.types import Dlopen, Environment, Scenario
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
 
-from customops.linker.batch import ScopeIndex
 from customops.linker.messages import NOT_FOUND
+from customops.linker.scopeindex import ScopeIndex
 from customops.linker.types import Dlopen, Environment, Scenario
 from fixtures.chain import chain, diamonds, fan_out, function_of, write_graph
 

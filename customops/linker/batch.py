@@ -3,8 +3,8 @@
 Every shortcut the model takes lives here, and `Linker(..., batch=False)` switches all of them off:
 * bulk self-binding (`_bound_to_itself`): an object's own unique definitions no other object of its scope
   may export bind to itself, decided from hash tables without building names;
-* the hash-half prefilter (`ScopeIndex`): a lookup visits only the objects whose export hash halves hold
-  the name's, instead of every object of the scope;
+* the hash-half prefilter (customops.linker.scopeindex.ScopeIndex): a lookup visits only the objects whose
+  export hash halves hold the name's, instead of every object of the scope;
 * batch binding (`_bind_in_bulk`, remembered per scope by `_bind_remembered`): a whole object's
   relocations go through check_match's tests at once, per candidate object;
 * memoised lookups per scope, and GNU hashes computed in batches.
@@ -15,7 +15,6 @@ relocations, LD_DYNAMIC_WEAK, SysV-only scopes, ld.so's assertion) it leaves to 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import cached_property
 
 import numpy as np
 
@@ -40,70 +39,13 @@ from customops.elf.records import VersionSlot
 from customops.linker.linkmap import FlatScope, LinkMap
 from customops.linker.lookup import ALLOWED_TYPES, Decision, Match, SymbolLookup, relocation_kind
 from customops.linker.prediction import Bound
+from customops.linker.scopeindex import ScopeIndex, members
 
 # check_match's sets as tables indexed by st_info's type and binding and st_other's visibility (np.isin costs
 # more than a whole small library's lookups).
 _ALLOWED_TYPE = np.isin(np.arange(16), list(ALLOWED_TYPES))
 _LOOKUP_BIND = np.isin(np.arange(16), (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))
 _HIDDEN = np.isin(np.arange(4), (STV_HIDDEN, STV_INTERNAL))
-# A batch decision: (winner, losers), or None where the per-symbol lookup decides
-Remembered = tuple[Match | None, tuple[Match, ...]] | None
-
-
-class ScopeIndex(FlatScope):
-    """A flat scope with an index of what its objects may export: every object's export hash halves sorted
-    together, each with the object's position. A batch of relocations finds the objects that may define each
-    name with two binary searches per name, instead of one membership test per object of the scope, which made
-    a chain of thousands of libraries quadratic."""
-
-    def __init__(self, scopes: list[list[LinkMap]], halves_of) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(scopes)
-        self._halves_of = halves_of
-        # Batch decisions by (name, version hash, version id, hidden, PLT, referrer is the executable)
-        self.decided: dict[tuple, Remembered] = {}
-
-    @cached_property
-    def _index(self) -> tuple[np.ndarray, np.ndarray]:
-        halves = [self._halves_of(o)[0] for o in self.objects]
-        sizes = np.fromiter(map(len, halves), dtype=np.intp, count=len(halves))
-        values = np.concatenate(halves) if halves else np.empty(0, np.uint32)
-        positions = np.repeat(np.arange(len(halves)), sizes)
-        order = np.argsort(values, kind="stable")  # equal halves stay in scope order
-        return values[order], positions[order]
-
-    def count(self, queries: np.ndarray) -> np.ndarray:
-        """How many objects of the scope may export each queried hash half."""
-        values, _positions = self._index
-        return np.searchsorted(values, queries, "right") - np.searchsorted(values, queries, "left")
-
-    def candidates(self, half: int) -> list[LinkMap]:
-        """The objects that may export one hash half, in scope order."""
-        values, positions = self._index
-        left, right = np.searchsorted(values, half, "left"), np.searchsorted(values, half, "right")
-        return [self.objects[p] for p in positions[left:right].tolist()]  # sorted stably: in scope order
-
-    def exporters(self, queries: np.ndarray) -> list[tuple[LinkMap, np.ndarray]]:
-        """The objects that may export each queried hash half, in scope order, each with the mask of the
-        queries it may answer."""
-        values, positions = self._index
-        left = np.searchsorted(values, queries, "left")
-        counts = np.searchsorted(values, queries, "right") - left
-        total = int(counts.sum())
-        if not total:
-            return []
-        query = np.repeat(np.arange(len(queries)), counts)
-        at = np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(total)
-        where = positions[at]
-        order = np.argsort(where, kind="stable")
-        where, query = where[order], query[order]
-        starts = np.flatnonzero(np.diff(where, prepend=-1))
-        found = []
-        for p, hits in zip(where[starts].tolist(), np.split(query, starts[1:]), strict=True):
-            mask = np.zeros(len(queries), dtype=bool)
-            mask[hits] = True
-            found.append((self.objects[p], mask))
-        return found
-
 
 class BatchLookup(SymbolLookup):
     """SymbolLookup with every shortcut: the same decisions, in bulk."""
@@ -267,14 +209,7 @@ class BatchLookup(SymbolLookup):
                 state |= versioned[ks]
             undecided[ks[state]] = True
             matched.append((o, ks[ok], d[ok]))
-        winners: dict[int, Match] = {}
-        losers: dict[int, list[Match]] = {}
-        for o, ks, d in matched:  # in scope order: the first match wins, later ones lose
-            for k, i in zip(ks.tolist(), d.tolist(), strict=True):
-                if k in winners:
-                    losers.setdefault(k, []).append((o, i))
-                else:
-                    winners[k] = (o, i)
+        winners, losers = _first_matches(matched)
         st_info = e["st_info"].tolist()
         slots = obj.info.version_slots
         version_names = [None if not h else slots[v].name for h, v in zip(ref_hash.tolist(), ref_slot.tolist(),
@@ -355,6 +290,20 @@ class BatchLookup(SymbolLookup):
         return found
 
 
+def _first_matches(matched: list[tuple[LinkMap, np.ndarray, np.ndarray]]
+                   ) -> tuple[dict[int, Match], dict[int, list[Match]]]:
+    """Per reference k, the first matching definition in scope order, and the later ones (which lose)."""
+    winners: dict[int, Match] = {}
+    losers: dict[int, list[Match]] = {}
+    for o, ks, d in matched:
+        for k, i in zip(ks.tolist(), d.tolist(), strict=True):
+            if k in winners:
+                losers.setdefault(k, []).append((o, i))
+            else:
+                winners[k] = (o, i)
+    return winners, losers
+
+
 def _prefetch(obj: LinkMap, names: list[bytes], hashes: np.ndarray) -> None:
     """`obj.definitions` of many names in one pass over its hash table (the same walk, in bulk)."""
     if not obj.info.symbols.has_hash_table:
@@ -362,31 +311,3 @@ def _prefetch(obj: LinkMap, names: list[bytes], hashes: np.ndarray) -> None:
     found = obj.info.symbols.lookup_many(names, hashes)
     if found is not None:
         obj.definition_cache.update(zip(names, found, strict=True))
-
-
-def members(sorted_sets: list[np.ndarray], queries: np.ndarray) -> list[np.ndarray]:
-    """[queries ∈ values for values in sorted_sets], with the queries sorted once. The smaller side is
-    searched in the larger: a set no larger than the queries has each of its values find its run of equal
-    queries (the common case of a framework library's references tested against libc), a larger one is
-    searched with the sorted queries, whose neighbouring binary searches share their cache lines. Only the
-    hits are written back in the queries' order, so a small set costs little beside a large batch."""
-    order = np.argsort(queries)
-    sorted_queries = queries[order]
-    found = []
-    for values in sorted_sets:
-        member = np.zeros(len(queries), dtype=bool)
-        if not len(values) or not len(queries):
-            pass
-        elif len(values) <= len(queries):
-            left = np.searchsorted(sorted_queries, values, "left")
-            right = np.searchsorted(sorted_queries, values, "right")
-            hit = np.flatnonzero(right > left)
-            left, counts = left[hit], (right - left)[hit]
-            if len(counts) and int(counts.max()) > 1:  # a repeated query: every position of its run
-                left = np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-            member[order[left]] = True
-        else:
-            at = np.minimum(np.searchsorted(values, sorted_queries), len(values) - 1)
-            member[order[values[at] == sorted_queries]] = True
-        found.append(member)
-    return found

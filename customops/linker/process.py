@@ -16,6 +16,7 @@ dlopen, elf/dl-close.c for a failed one); in outline:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from customops.elf.cache import ElfReader
 from customops.elf.constants import DF_1_PIE, RELOC_LAZY
@@ -99,7 +100,7 @@ class _Process:
         )
 
     def _outcome(self, kind: StepKind, request: str, label: str, status: StepStatus, message: str,
-                 loaded: list[LinkMap], unresolved: list[Binding] = (), lazy: list[Binding] = (),  # type: ignore[assignment]
+                 loaded: Sequence[LinkMap], unresolved: Sequence[Binding] = (), lazy: Sequence[Binding] = (),
                  version_errors: tuple[str, ...] = (), calls: tuple[CallOutcome, ...] = (),
                  failure: Failure | None = None) -> None:
         self.outcomes.append(StepOutcome(kind, request, label, status, message, tuple(self._warnings),
@@ -107,8 +108,8 @@ class _Process:
                                          tuple(lazy), version_errors, calls, failure))
         self._searches, self._warnings = [], []
 
-    def _fatal(self, failure: Failure, loaded: list[LinkMap] = (), unresolved: list[Binding] = (),  # type: ignore[assignment]
-               lazy: list[Binding] = (), version_errors: tuple[str, ...] = ()) -> None:  # type: ignore[assignment]
+    def _fatal(self, failure: Failure, loaded: Sequence[LinkMap] = (), unresolved: Sequence[Binding] = (),
+               lazy: Sequence[Binding] = (), version_errors: tuple[str, ...] = ()) -> None:
         """The process does not start: ld.so prints the error and exits."""
         self.exit_message = startup_error(self.progname, failure)
         self._outcome(StepKind.STARTUP, self.progname, "", StepStatus.FATAL, self.exit_message, loaded,
