@@ -38,7 +38,7 @@ class Decision:
     report: str | None  # the check's failure report: the server is not started (unless --warn-only)
 
 
-FailureReport = Callable[[Launch], "str | None"]  # the check's text report when it blocks (a renderer's job)
+FailureReport = Callable[[Launch], str | None]  # the check's text report when it blocks (a renderer's job)
 
 
 def decide(request: LaunchRequest, failure_report: FailureReport) -> Decision:
