@@ -53,7 +53,6 @@ class BatchLookup(SymbolLookup):
     def __init__(self, dynamic_weak: bool) -> None:
         super().__init__(dynamic_weak)
         self._memo: dict[tuple, Decision] = {}
-        self._scopes: dict[tuple[int, ...], ScopeIndex] = {}
         self._hashes: dict[bytes, int] = {}  # GNU hashes of the names looked up one by one, computed in batches
         self._version_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._version_ids: dict[str, int] = {}
@@ -61,16 +60,12 @@ class BatchLookup(SymbolLookup):
         self._export_halves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # -- the per-symbol lookup, prefiltered and remembered ----------------------------------------
-    def scope_of(self, obj: LinkMap) -> ScopeIndex:
-        key = tuple(id(s) for s in obj.scope)
-        flat = self._scopes.get(key)
-        if flat is None:
-            flat = self._scopes[key] = ScopeIndex(obj.scope, self._halves)
-        return flat
+    def flatten(self, scopes: list[list[LinkMap]]) -> ScopeIndex:
+        return ScopeIndex(scopes, self._halves)
 
     def scope_changed(self) -> None:
+        super().scope_changed()
         self._memo.clear()
-        self._scopes.clear()
 
     def gnu_hash(self, name: bytes) -> int:
         known = self._hashes.get(name)
@@ -97,6 +92,7 @@ class BatchLookup(SymbolLookup):
             return
         symbols = obj.info.symbols
         scope = self.scope_of(obj)
+        assert isinstance(scope, ScopeIndex)
         bulk = self._bound_to_itself(obj, relocated, symbols.hash_halves[relocated], scope)
         obj.bulk_bound = np.sort(relocated[bulk])
         indices = relocated[~bulk]

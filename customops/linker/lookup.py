@@ -70,12 +70,22 @@ class SymbolLookup:
         self.dynamic_weak = dynamic_weak  # LD_DYNAMIC_WEAK
         self.unique: dict[bytes, Match] = {}
         self.main: LinkMap | None = None
+        self._scopes: dict[tuple[int, ...], FlatScope] = {}  # by the ids of the scope lists they flatten
 
     def scope_of(self, obj: LinkMap) -> FlatScope:
-        return FlatScope(obj.scope)
+        """The object's scopes flattened, once for every object that shares them."""
+        key = tuple(id(s) for s in obj.scope)
+        flat = self._scopes.get(key)
+        if flat is None:
+            flat = self._scopes[key] = self.flatten(obj.scope)
+        return flat
+
+    def flatten(self, scopes: list[list[LinkMap]]) -> FlatScope:
+        return FlatScope(scopes)
 
     def scope_changed(self) -> None:
-        """The global scope grew (an RTLD_GLOBAL dlopen)."""
+        """The global scope grew (an RTLD_GLOBAL dlopen): its flattened copies no longer hold."""
+        self._scopes.clear()
 
     def relocate(self, obj: LinkMap) -> Iterator[tuple[int, Bound]]:
         """_dl_relocate_object's symbol lookups: each looked-up relocation, with its relocation class, in order.
