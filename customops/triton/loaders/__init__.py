@@ -23,15 +23,18 @@ class Loader:
     backend: str | None  # the Triton backend whose models it serves; None: the server process itself
     process: ProcessLoader | None = None  # what the whole process needs before any model loads
     for_model: ModelLoader | None = None  # what the backend loads for one of its models
+    model_operations: bool = False  # the backend loads the op libraries of a model's model_operations
 
 
 LOADERS = (
     Loader(None, process=host.process),
-    Loader("tensorflow", tensorflow.process, tensorflow.for_model),
+    Loader("tensorflow", tensorflow.process, tensorflow.for_model, model_operations=True),
     Loader("pytorch", pytorch.process),
     Loader("tensorrt", tensorrt.process, tensorrt.for_model),
-    Loader("onnxruntime", for_model=onnxruntime.for_model),
+    Loader("onnxruntime", for_model=onnxruntime.for_model, model_operations=True),
 )
+FRAMEWORKS = tuple(loader.backend for loader in LOADERS if loader.backend)  # the framework backends modelled
+OP_LIBRARY_BACKENDS = tuple(loader.backend for loader in LOADERS if loader.backend and loader.model_operations)
 
 
 def process_wide(ctx: Context) -> list[LoaderResult]:

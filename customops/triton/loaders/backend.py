@@ -13,12 +13,11 @@ import os
 from dataclasses import dataclass
 
 from customops.findings import Finding
+from customops.triton.loaders import FRAMEWORKS, OP_LIBRARY_BACKENDS
 from customops.triton.plan import Context, LoaderResult, LoadStep
 from customops.triton.repository import Model
 
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
-OP_LIBRARY_BACKENDS = ("tensorflow", "onnxruntime")  # the backends that read model_operations
-FRAMEWORKS = (*OP_LIBRARY_BACKENDS, "pytorch", "tensorrt")  # the framework backends customops models
 CODES = frozenset({"CO105", "CO201", "CO203"})  # the findings it emits
 
 
