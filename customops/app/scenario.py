@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from customops.linker.prediction import Prediction
-from customops.linker.types import Dlopen, Environment, Scenario, StepOutcome
+from customops.linker.process import split_preload
+from customops.linker.types import Dlopen, Environment, Scenario, StepKind, StepOutcome
 from customops.triton.plan import Context, LoadPlan, LoadStep
 
 
@@ -28,31 +29,25 @@ def step_label(index: int, step: LoadStep) -> str:
     return f"{index}:{step.model or ''}:{step.purpose}"
 
 
-def preload_entries(value: str) -> list[str]:
-    """The entries ld.so makes of an LD_PRELOAD value (glibc elf/rtld.c handle_preload_list: spaces and colons
-    separate, empty entries are skipped)."""
-    return [entry for entry in value.replace(":", " ").split(" ") if entry]
-
-
 def pair_outcomes(plan: LoadPlan, prediction: Prediction, extra_preload: str | None = None) -> list[
         tuple[LoadStep, StepOutcome]]:
     """Each plan step with the linker model's outcomes for it, in the model's order. A preload step owns the
-    outcome of every entry its path becomes (one, unless the path holds a separator); an entry of
-    `extra_preload` (the environment's own LD_PRELOAD, which comes first) belongs to no step. A step the
-    process never reaches (it died earlier) has no outcome."""
+    outcome of every entry ld.so makes of its path (split_preload: one, unless the path holds a separator); an
+    entry of `extra_preload` (the environment's own LD_PRELOAD, which comes first) belongs to no step. A step
+    the process never reaches (it died earlier) has no outcome."""
     owners: defaultdict[str, deque[LoadStep | None]] = defaultdict(deque)
-    for entry in preload_entries(extra_preload or ""):
+    for entry in split_preload(extra_preload):
         owners[entry].append(None)
     for preload in plan.preloads:
-        for entry in preload_entries(preload.path):
+        for entry in split_preload(preload.path):
             owners[entry].append(preload)
     by_label = {step_label(i, s): s for i, s in enumerate(plan.dlopens)}
     pairs: list[tuple[LoadStep, StepOutcome]] = []
     for outcome in prediction.outcomes:
         step: LoadStep | None = None
-        if outcome.kind == "preload" and owners.get(outcome.request):
+        if outcome.kind is StepKind.PRELOAD and owners.get(outcome.request):
             step = owners[outcome.request].popleft()
-        elif outcome.kind == "dlopen":
+        elif outcome.kind is StepKind.DLOPEN:
             step = by_label.get(outcome.label)
         if step is not None:
             pairs.append((step, outcome))
