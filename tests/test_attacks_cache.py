@@ -477,10 +477,13 @@ ENVELOPE_ATTACKS = {
 
 @pytest.mark.parametrize("attack", ENVELOPE_ATTACKS, ids=list(ENVELOPE_ATTACKS))
 def test_a_damaged_result_envelope_is_a_miss(attack, tmp_path):
+    def entries() -> set[Path]:
+        return {p for p in (tmp_path / "launch").rglob("*") if p.is_file()}
+
     cachedir.store_result(tmp_path, "launch", ("key",), VERDICT)
+    (entry,) = entries()
     cachedir.store_result(tmp_path, "launch", ("other key",), VERDICT)
-    entry, other = sorted((p for p in (tmp_path / "launch").rglob("*") if p.is_file()),
-                          key=lambda p: p.name != cachedir._result_names("launch", ("key",))[2])
+    (other,) = entries() - {entry}
     entry.write_bytes(other.read_bytes() if ENVELOPE_ATTACKS[attack] is None else ENVELOPE_ATTACKS[attack])
     assert cachedir.load_result(tmp_path, "launch", ("key",), VERDICT_SHAPE) is None
 
