@@ -4,9 +4,9 @@ A target is a filesystem root ("/" when checking the machine customops runs on, 
 holding a container's unpacked filesystem) plus what its ld.so was built with: the default system
 directories, the hwcaps subdirectories it tries inside every search directory, and the values of
 $LIB and $PLATFORM. For the live system these are read from the running loader itself
-(`ld.so --list-diagnostics`, and one `LD_DEBUG=libs` dry run for the exact subdirectory list), as
-linker.md §7.2 recommends; for a container root they are derived from its files, and the target
-says which facts were assumed.
+(`ld.so --list-diagnostics`, and one `LD_DEBUG=libs` dry run for the exact subdirectory list); for a
+container root they are derived from its files, and the target says which facts were assumed. The machine
+and ELF class are those of the target's own programs (elf/dl-cache.c matches ld.so.cache entries by them).
 """
 
 from __future__ import annotations
