@@ -68,8 +68,7 @@ def test_tf_load_op_library_of_a_published_op_library_loads_and_binds_as_predict
     to_framework = sum(1 for b in prediction.bindings()
                        if b.referrer == str(op) and b.winner and b.winner.object.endswith(framework))
     assert to_framework > 5000  # the framework's copies of its compiled-in protobuf classes win
-    # Not compared with Linker(batch=False): its per-symbol walk of TensorFlow's scope takes ten minutes; the
-    # torch import above and every fixture scenario compare the two.
+    assert_same_as_per_symbol(linker, scenario, prediction)
 
 
 def test_an_op_library_outside_its_framework_fails_exactly_as_predicted(linker):
