@@ -28,8 +28,10 @@ import pytest
 
 from customops.cli import main
 from customops.errors import InputError
-from customops.triton import profile
+from customops.triton import profile, profile_schema, skeleton
 from customops.triton.container import ContainerFacts, read_profile
+from customops.triton.skeleton import build as build_skeleton
+from customops.triton.skeleton import materialize, skeleton_key
 
 TIMEOUT = 120
 SCHEMA = "customops.profile/1"
@@ -151,7 +153,7 @@ def test_a_profile_cannot_write_outside_the_skeleton(escape, tmp_path):
 def test_an_absolute_path_in_a_profile_is_a_path_inside_the_skeleton(tmp_path):
     data = valid()
     data["files"][str(tmp_path / "victim")] = _file()
-    skeleton = profile.materialize(profile.read(str(write_profile(tmp_path / "p.json", data))), tmp_path / "cache")
+    skeleton = materialize(profile.read(str(write_profile(tmp_path / "p.json", data))), tmp_path / "cache")
     assert skeleton is not None and (Path(skeleton) / str(tmp_path / "victim").lstrip("/")).is_file()
     nothing_outside(tmp_path)
 
@@ -175,7 +177,7 @@ def test_a_link_to_the_outside_is_created_but_nothing_is_written_through_it(tmp_
     (tmp_path / "outside").mkdir()
     data = valid()
     data["links"] = {"/lib/libz.so": str(tmp_path / "victim"), "/opt/out": str(tmp_path / "outside")}
-    skeleton = profile.materialize(profile.read(str(write_profile(tmp_path / "p.json", data))), tmp_path / "cache")
+    skeleton = materialize(profile.read(str(write_profile(tmp_path / "p.json", data))), tmp_path / "cache")
     assert skeleton is not None and os.readlink(Path(skeleton) / "opt" / "out") == str(tmp_path / "outside")
     assert not list((tmp_path / "outside").iterdir())
     nothing_outside(tmp_path)
@@ -192,7 +194,7 @@ def test_materialisation_never_follows_a_symlink_even_one_it_did_not_expect(tmp_
     for files in ({"/lib/x.so": {"size": 1, "mode": 0o644, "content": enc(b"x")}},
                   {"/file": {"size": 1, "mode": 0o644, "content": enc(b"x")}}):
         with pytest.raises(InputError):
-            profile._build({"files": files}, str(staging), "profile.json")
+            build_skeleton({"files": files}, str(staging), "profile.json")
     assert not list((tmp_path / "outside").iterdir()) and not (tmp_path / "victim").exists()
 
 
@@ -204,7 +206,7 @@ def test_setuid_setgid_sticky_and_group_or_world_write_are_masked(mode, tmp_path
     data = valid()
     for entry in data["files"].values():
         entry["mode"] = mode
-    skeleton = profile.materialize(profile.read(str(write_profile(tmp_path / "p.json", data))), tmp_path / "cache")
+    skeleton = materialize(profile.read(str(write_profile(tmp_path / "p.json", data))), tmp_path / "cache")
     assert skeleton is not None
     for path in [Path(skeleton), *Path(skeleton).rglob("*")]:
         if path.is_symlink():
@@ -264,7 +266,7 @@ def test_profiles_with_the_same_files_but_another_ld_so_cache_get_their_own_skel
     assert data["ld_so_cache"] is None or isinstance(data["ld_so_cache"], str)
     with_cache = {**data, "ld_so_cache": enc(b"glibc-ld.so.cache1.1" + bytes(64))}
     without_cache = {**data, "ld_so_cache": None}
-    roots = [profile.materialize(profile.read(str(write_profile(tmp_path / f"{i}.json", d))), tmp_path / "cache")
+    roots = [materialize(profile.read(str(write_profile(tmp_path / f"{i}.json", d))), tmp_path / "cache")
              for i, d in enumerate((with_cache, without_cache))]
     assert roots[0] != roots[1]
     assert (Path(roots[0]) / "etc" / "ld.so.cache").exists() and not (Path(roots[1]) / "etc" / "ld.so.cache").exists()
@@ -282,15 +284,15 @@ KEY_PARTS: dict[str, Callable[[dict], None]] = {
 def test_the_skeleton_key_covers_everything_the_skeleton_is_made_of(part):
     changed = valid()
     KEY_PARTS[part](changed)
-    assert profile.skeleton_key(changed) != profile.skeleton_key(valid())
+    assert skeleton_key(changed) != skeleton_key(valid())
 
 
 def test_the_skeleton_key_covers_the_format_and_not_the_facts(monkeypatch):
     facts = {**valid(), "facts": {"glibc": "GLIBC_2.17"}}
-    assert profile.skeleton_key(facts) == profile.skeleton_key(valid())
-    before = profile.skeleton_key(valid())
-    monkeypatch.setattr(profile, "SKELETON_FORMAT", "skeleton-next")
-    assert profile.skeleton_key(valid()) != before
+    assert skeleton_key(facts) == skeleton_key(valid())
+    before = skeleton_key(valid())
+    monkeypatch.setattr(skeleton, "SKELETON_FORMAT", "skeleton-next")
+    assert skeleton_key(valid()) != before
 
 
 UNTRUSTED_SKELETONS = {
@@ -370,7 +372,7 @@ def test_an_interrupted_materialisation_leaves_nothing_behind(signum, status, tm
 
 def _materialize_in_a_process(args: tuple[str, str]) -> str | None:
     path, cache = args
-    return profile.materialize(profile.read(path), Path(cache))
+    return materialize(profile.read(path), Path(cache))
 
 
 def test_concurrent_materialisations_agree_on_one_complete_skeleton(tmp_path):
@@ -599,7 +601,7 @@ def test_a_malformed_profile_ends_the_real_process_promptly(name, tmp_path):
 
 
 def test_the_valid_profile_of_the_table_is_accepted(tmp_path):
-    skeleton = profile.materialize(profile.read(str(write_profile(tmp_path / "p.json", valid()))), tmp_path / "c")
+    skeleton = materialize(profile.read(str(write_profile(tmp_path / "p.json", valid()))), tmp_path / "c")
     assert skeleton is not None
     assert (Path(skeleton) / "lib" / "libz.so.1").read_bytes()[:4] == b"\x7fELF"
     assert (Path(skeleton) / "lib" / "libz.so.1").stat().st_size == 64
@@ -608,7 +610,7 @@ def test_the_valid_profile_of_the_table_is_accepted(tmp_path):
 
 
 def test_every_container_fact_is_in_the_profile_schema():
-    known = {*profile.VERSION_FACTS, *profile.LIST_FACTS, "source"}
+    known = {*profile_schema.VERSION_FACTS, *profile_schema.LIST_FACTS, "source"}
     assert known == set(ContainerFacts.__dataclass_fields__)
 
 

@@ -175,12 +175,13 @@ def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Contain
     from pathlib import Path
 
     from customops.triton import profile
+    from customops.triton.skeleton import materialize
 
     data = profile.read(path)  # the schema in full: every fact below has its type
     facts = dict(data["facts"])
     for key in ("backends", "absent_backends"):
         facts[key] = tuple(facts.get(key, ()))
-    skeleton = profile.materialize(data, Path(cache_dir) if cache_dir is not None else None, path)
+    skeleton = materialize(data, Path(cache_dir) if cache_dir is not None else None, path)
     facts["source"] = "profile"
     facts["missing"] = () if skeleton else (
         "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)

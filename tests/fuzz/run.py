@@ -52,6 +52,7 @@ with atheris.instrument_imports(include=["customops"]):
     from customops.triton import profile
     from customops.triton.manifest import load_manifest
     from customops.triton.repository import read_model
+    from customops.triton.skeleton import materialize
 
 from oracle import assert_same_as_per_symbol  # noqa: E402
 
@@ -153,7 +154,7 @@ def fuzz_profile(data: bytes) -> None:
     path = here / "profile.json"
     _put(path, data)
     try:
-        skeleton = profile.materialize(profile.read(str(path)), None, str(path))
+        skeleton = materialize(profile.read(str(path)), None, str(path))
         assert skeleton is None or os.path.dirname(skeleton) == tempfile.tempdir
     except InputError:
         pass
