@@ -41,7 +41,7 @@ class SubcommandParser(Parser):
     ...`, exit 2), as ruff and docker report it, not the top-level usage that argparse shows once the
     unknown argument has travelled back up to `customops`."""
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
@@ -163,7 +163,7 @@ def standard_streams() -> None:
     codecs.register_error("customops", _exact_or_escaped)
     if sys.stdout is not None:
         sys.stdout.reconfigure(errors="customops")  # type: ignore[union-attr]
-    sys.stdout = Output(None if closed_stdout else sys.stdout)  # type: ignore[assignment]
+    sys.stdout = Output(None if closed_stdout else sys.stdout)
 
 
 def _exact_or_escaped(error: UnicodeError) -> tuple[str | bytes, int]:
@@ -171,7 +171,7 @@ def _exact_or_escaped(error: UnicodeError) -> tuple[str | bytes, int]:
     `customops env` and `launch --dry-run` print the exact path for a shell; anything else the encoding
     lacks is written `\\uNNNN`. Reports never get here: they escape such bytes first (report.escape)."""
     try:
-        return codecs.lookup_error("surrogateescape")(error)  # type: ignore[no-any-return]
+        return codecs.lookup_error("surrogateescape")(error)
     except UnicodeError:
         return codecs.backslashreplace_errors(error)
 

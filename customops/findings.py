@@ -50,7 +50,7 @@ class Finding:
         return self.severity
 
 
-def suppressed(finding: Finding, ignores) -> bool:  # type: ignore[no-untyped-def]
+def suppressed(finding: Finding, ignores) -> bool:
     """An ignore entry of the manifest matches on its code and, where given, on library and symbol globs
     (the rest of suppressing: customops.app.suppressions)."""
     for rule in ignores:

@@ -62,3 +62,20 @@ def test_the_layering_test_sees_an_upward_import(tmp_path):
     rule = tmp_path / "rule.py"
     rule.write_text("def f():\n    from customops.app.check import run_check\n")
     assert "customops.app.check" in imports(rule) and RANK[layer("customops.app.check")] > RANK["rules"]
+
+
+MODULE_LINES = 400
+FUNCTION_LINES = 60
+
+
+def test_every_module_is_small_enough_to_read_in_one_sitting():
+    long = {name: n for name, path in modules() if (n := len(path.read_text().splitlines())) > MODULE_LINES}
+    assert long == {}
+
+
+def test_every_function_fits_on_a_screen():
+    long = [f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+            for name, path in modules() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
+    assert long == []

@@ -91,7 +91,7 @@ class ElfReader:
         self._facts[key] = value
         return value
 
-    def _load(self, path: str, data, identity: FileIdentity) -> ElfInfo | None:  # type: ignore[no-untyped-def]
+    def _load(self, path: str, data, identity: FileIdentity) -> ElfInfo | None:
         raw = cachedir.read_entry(self.cache_dir, _entry_names(identity)) if self.cache_dir else None
         if raw is None:
             return None
@@ -152,7 +152,7 @@ class _CachedParser(Parser):
     """The full parser, except that the relocation pass (the one costly part) is replaced by a cache entry,
     spot-checked against relocations of the file picked at random."""
 
-    def __init__(self, path: str, data, identity: FileIdentity, entry: bytes) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, path: str, data, identity: FileIdentity, entry: bytes) -> None:
         super().__init__(path, data, identity)
         self.entry = entry
 
@@ -200,4 +200,4 @@ def decode_fact(raw: bytes | None, shape: object, info: ElfInfo) -> dict | None:
     value = stored["value"]
     if any(type(v) is int and not 0 <= v <= info.symbols.count for v in value.values()):
         return None
-    return value  # type: ignore[no-any-return]
+    return value

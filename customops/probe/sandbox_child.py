@@ -72,7 +72,7 @@ def prctl(option: int, arg: int = 0, arg3: int = 0) -> int:
     return checked(libc.prctl(option, ulong(arg), ulong(arg3), ulong(0), ulong(0)))
 
 
-def attempt(function, *args) -> bool:  # type: ignore[no-untyped-def]
+def attempt(function, *args) -> bool:
     """Whether a privilege-shedding step worked: where the machine refuses it, the report says so."""
     try:
         function(*args)

@@ -41,7 +41,7 @@ def finding_record(f: Finding, base: str | None) -> dict:
             "column": f.column, "predicted": f.predicted, "evidence": list(f.evidence), "hint": f.hint}
 
 
-def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:  # type: ignore[no-untyped-def]
+def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
     facts = result.container.facts
     plan = result.plan
     record = {
@@ -69,13 +69,13 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
     return dumps(record, indent=2)
 
 
-def _suppression(f: Finding, base: str | None) -> dict | None:  # type: ignore[type-arg]
+def _suppression(f: Finding, base: str | None) -> dict | None:
     s = f.suppression
     return None if s is None else {"source": s.source, "file": relative(s.file, base), "line": s.line,
                                    "reason": s.reason}
 
 
-def to_sarif(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
+def to_sarif(result, base: str | None) -> str:
     from urllib.parse import quote  # URIs: spaces, `%`, `#` and bytes that are not UTF-8 percent-encoded
 
     used = sorted({f.code for f in result.findings})
@@ -117,7 +117,7 @@ def _uri(base: str) -> str:
     return "file://" + quote(os.fsencode(os.path.abspath(base).rstrip("/") + "/"))
 
 
-def to_junit(result, fail_on: Severity, base: str | None) -> str:  # type: ignore[no-untyped-def]
+def to_junit(result, fail_on: Severity, base: str | None) -> str:
     groups: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
         groups[f.model or "(server)"].append(f)
@@ -145,7 +145,7 @@ def _lines(text: str) -> str:
     return "\n    ".join(printable(line) for line in text.split("\n"))
 
 
-def to_github(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
+def to_github(result, base: str | None) -> str:
     """One workflow command per line: GitHub ends a command at a line break, its properties at `,` and
     `::`, so values are escaped by its rules (github_property, github_data)."""
     lines = []
@@ -163,7 +163,7 @@ def to_github(result, base: str | None) -> str:  # type: ignore[no-untyped-def]
 EVIDENCE_SHOWN = 12  # evidence lines of a finding shown without --verbose
 
 
-def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None,  # type: ignore[no-untyped-def]
+def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None,
                 verbosity: int = 0, statistics: bool = False) -> None:
     """The report for people. `verbosity` -1 (--quiet): the findings and the summary line only; 0: also a
     header, a rule per model, the models without findings and the notes; 1 (--verbose): also the container's
@@ -223,7 +223,7 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
     _summary(console, result, fail_on, exit_code)
 
 
-def _concerns(f: Finding, model) -> bool:  # type: ignore[no-untyped-def]
+def _concerns(f: Finding, model) -> bool:
     """A finding is about a model when it names it, or when its file lies in the model's directory (a
     server finding about a preload the model ships, such as a CO401 on its op library)."""
     if f.model == model.name:
@@ -232,14 +232,14 @@ def _concerns(f: Finding, model) -> bool:  # type: ignore[no-untyped-def]
     return bool(f.file) and os.path.abspath(f.file or "").startswith(root)
 
 
-def _summary(console, result, fail_on: Severity, exit_code: int) -> None:  # type: ignore[no-untyped-def]
+def _summary(console, result, fail_on: Severity, exit_code: int) -> None:
     c = counts(result.findings)
     verdict = "[bold red]FAIL[/]" if exit_code else "[bold green]OK[/]"
     console.print(f"{verdict} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "
                   f"{len(result.suppressed)} suppressed; failing at {fail_on} and above")
 
 
-def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int) -> None:  # type: ignore[no-untyped-def]
+def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int) -> None:
     where = relative(f.file, base)
     location = ":".join(str(p) for p in (where, f.line, f.column) if p) + ": " if where else ""
     if where and not f.line:
@@ -256,7 +256,7 @@ def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int)
     _print(console, "    [dim]fix:[/] ", 9, f.hint, 8)
 
 
-def _on_terminal(console) -> bool:  # type: ignore[no-untyped-def]
+def _on_terminal(console) -> bool:
     """Whether the report goes to a real terminal (--color always styles a pipe, but does not wrap it)."""
     try:
         return bool(console.file.isatty())
@@ -264,7 +264,7 @@ def _on_terminal(console) -> bool:  # type: ignore[no-untyped-def]
         return False
 
 
-def _print(console, lead: str, lead_width: int, text: str, indent: int, style: str = "") -> None:  # type: ignore[no-untyped-def]
+def _print(console, lead: str, lead_width: int, text: str, indent: int, style: str = "") -> None:
     """`lead` (markup taking `lead_width` columns), then `text`: on a terminal, wrapped to its width with a
     hanging indent of `indent` columns (customops.report.wrap); to a pipe or a file on one line."""
     lines = wrap(text, console.width, lead_width, indent) if _on_terminal(console) else [text]
@@ -284,7 +284,7 @@ def _statistics(findings: list[Finding]) -> list[tuple[int, str, Severity]]:
     return sorted(((n, code, level[code]) for code, n in tally.items()), key=lambda t: (-t[0], t[1]))
 
 
-def _facts(facts) -> list[str]:  # type: ignore[no-untyped-def]
+def _facts(facts) -> list[str]:
     """The container facts the check used, one line each (--verbose)."""
     lines = [f"source {facts.source}"]
     if facts.backends:

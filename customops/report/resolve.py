@@ -75,7 +75,7 @@ def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> list
                      and all(_is_system(d.object, target) for d in b.losers))]
 
 
-def _collapse(attempts) -> list[tuple[str, str, str, int]]:  # type: ignore[no-untyped-def]
+def _collapse(attempts) -> list[tuple[str, str, str, int]]:
     """One line per search directory: the plain candidate, plus how many hwcaps subdirectories were tried."""
     rows: list[tuple[str, str, str, int]] = []
     pending = 0

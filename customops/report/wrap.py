@@ -45,7 +45,7 @@ def _cut(word: str, available: int) -> int:
     return available
 
 
-def heading(console, title: str) -> None:  # type: ignore[no-untyped-def]
+def heading(console, title: str) -> None:
     """A rule across the console with `title` (rich markup) in it, or, when the title would not fit and a
     rule would truncate it (a long path), the title on a line of its own after a short rule: never cut."""
     from rich.text import Text

@@ -65,7 +65,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     return findings + _same_soname(ctx, custom)
 
 
-def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:  # type: ignore[type-arg]
+def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:
     shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
     step = custom.get(first) or custom.get(second)
     model = step.model if step else None
@@ -81,7 +81,7 @@ def _pair(code: str, first: str, second: str, names: list[str], custom: dict) ->
                                               *(f"symbol: {n}" for n in names[:SHOWN])))
 
 
-def _same_soname(ctx: RuleContext, custom: dict) -> list[Finding]:  # type: ignore[type-arg]
+def _same_soname(ctx: RuleContext, custom: dict) -> list[Finding]:
     """ld.so tells files apart by device and inode, not by path (the file identities of FileFacts)."""
     assert ctx.prediction is not None
     identity = ctx.files.identities.get

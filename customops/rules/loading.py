@@ -79,7 +79,7 @@ def _from_facts(rules: RuleContext) -> list[Finding]:
     return findings
 
 
-def _mismatches(step: LoadStep, reader: ElfReader, facts) -> list[Mismatch]:  # type: ignore[no-untyped-def]
+def _mismatches(step: LoadStep, reader: ElfReader, facts) -> list[Mismatch]:
     try:
         return major_mismatches(reader.read(step.source), facts)
     except ElfError:
@@ -342,7 +342,7 @@ def _symbols(bindings: tuple[Binding, ...]) -> tuple[str, ...]:
 def _trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
     """Every path tried, with where the directory came from: an LD_LIBRARY_PATH entry says why launch sets
     it (the plan's reason), since it applies to every library of the server, not only to those it is for."""
-    def source(attempt) -> str:  # type: ignore[no-untyped-def]
+    def source(attempt) -> str:
         if attempt.source == "LD_LIBRARY_PATH" and plan is not None:
             return f"{attempt.source}, {plan.library_path_reason(attempt.path)}"
         return attempt.source

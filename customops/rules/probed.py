@@ -129,7 +129,7 @@ def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
     return found
 
 
-def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: ignore[no-untyped-def]
+def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:
     found = []
     by_model = {g.model: g for g in groups if g.framework == "onnxruntime" and not g.unavailable}
     torch = next((g for g in groups if g.framework == "torch" and not g.unavailable), None)
@@ -172,7 +172,7 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:  # type: 
     return found
 
 
-def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Finding]:  # type: ignore[no-untyped-def]
+def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Finding]:
     """CO408: a SavedModel or GraphDef uses op types TensorFlow does not know, even with the plan's op
     libraries loaded: loading the model fails."""
     found = []

@@ -45,7 +45,7 @@ def unregistered_ops(message: str, **about: Any) -> Finding:
     return Finding("CO408", message, **about)
 
 
-def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Finding]:  # type: ignore[type-arg]
+def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Finding]:
     """CO408: a TorchScript model calls ops of a namespace that neither a loaded op library nor the
     container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op"."""
     framework = ctx.files.frameworks.get("pytorch")
@@ -108,7 +108,7 @@ def _unregistered_onnx_domains(ctx: RuleContext) -> list[Finding]:
     return findings
 
 
-def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # type: ignore[type-arg]
+def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
     owners: dict[str, list[LoadStep]] = defaultdict(list)
     for step in steps:
         for r in registrations[step]:
@@ -129,7 +129,7 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:  # type
     return findings
 
 
-def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> list[Finding]:  # type: ignore[type-arg]
+def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> list[Finding]:
     by_content: dict[tuple[str, str], list[LoadStep]] = defaultdict(list)
     for step in steps:
         digest = ctx.files.digests.get(step.source)

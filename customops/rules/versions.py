@@ -47,7 +47,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     reader = ctx.reader
     assert ctx.prediction is not None
 
-    def abi(path: str) -> dict:  # type: ignore[type-arg]
+    def abi(path: str) -> dict:
         return reader.facts(reader.read(path), "cxx-abi", lambda i: cxx_abi(i).__dict__)
 
     loaded = {os.path.basename(o.name): o for o in ctx.prediction.objects}
@@ -74,7 +74,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     return findings
 
 
-def major_mismatches(info, facts) -> list[Mismatch]:  # type: ignore[no-untyped-def]
+def major_mismatches(info, facts) -> list[Mismatch]:
     """The library's TensorRT (CO501) and CUDA runtime (CO502) SONAMEs of another major version than the
     container's."""
     found = []
@@ -90,7 +90,7 @@ def major_mismatches(info, facts) -> list[Mismatch]:  # type: ignore[no-untyped-
     return found
 
 
-def version_shortfalls(info, facts) -> list[Shortfall]:  # type: ignore[no-untyped-def]
+def version_shortfalls(info, facts) -> list[Shortfall]:
     """The GLIBC, GLIBCXX and CXXABI versions the library needs beyond the newest the container provides
     (from the container's facts, without its libraries: CO306 from the facts)."""
     found = []

@@ -87,9 +87,15 @@ SCHEMA: dict[str, dict[str, type]] = {
 def load_manifest(path: str | None) -> Manifest:
     if path is None:
         return Manifest(None)
+    text, data = _read(path)
+    return _Reader(path, data).manifest(text)
+
+
+def _read(path: str) -> tuple[str, dict]:
+    """The manifest's text and its TOML tables; any problem is one InputError naming the file."""
     try:
         text = safeio.read_bytes(path, safeio.MANIFEST_LIMIT).decode("utf-8")
-        data = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except InputError as exc:
         raise InputError(path, "manifest not found" if exc.reason == "No such file or directory" else exc.reason
                          ) from None
@@ -99,93 +105,112 @@ def load_manifest(path: str | None) -> Manifest:
         raise InputError(path, f"CO106 not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:  # found by fuzzing: tomllib decodes the whole file as UTF-8 first
         raise InputError(path, f"CO106 not UTF-8 text (byte {exc.start})") from None
-    base = os.path.dirname(os.path.abspath(path))
 
-    def fail(reason: str) -> InputError:
-        return InputError(path, f"CO106 {reason}")
 
-    def plain(where: str, value: str) -> str:
+class _Reader:
+    """One manifest's tables checked against SCHEMA and turned into a Manifest; every problem is CO106,
+    naming the file. Relative paths are resolved against the manifest's directory and may not leave it."""
+
+    def __init__(self, path: str, data: dict) -> None:
+        self.path, self.data = path, data
+        self.base = os.path.dirname(os.path.abspath(path))
+        self.check = data.get("check", {})
+
+    def fail(self, reason: str) -> InputError:
+        return InputError(self.path, f"CO106 {reason}")
+
+    def plain(self, where: str, value: str) -> str:
         """A path or glob customops acts on: a control character in one (a newline that would end a line of
         `customops env`, an escape sequence for a terminal) is refused, never passed on."""
         if CONTROL.search(value):
-            raise fail(f"{where}: '{printable(value)}' contains a control character")
+            raise self.fail(f"{where}: '{printable(value)}' contains a control character")
         return value
 
-    for section, value in data.items():
-        if section not in SCHEMA:
-            raise fail(f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
-        if not isinstance(value, dict):
-            raise fail(f"[{section}] must be a table")
-        for key, item in value.items():
-            if key not in SCHEMA[section]:
-                raise fail(f"unknown key {key!r} in [{section}] (known: {', '.join(SCHEMA[section])})")
-            if not isinstance(item, SCHEMA[section][key]):
-                raise fail(f"[{section}] {key} must be a {SCHEMA[section][key].__name__}")
+    def check_shape(self) -> None:
+        for section, value in self.data.items():
+            if section not in SCHEMA:
+                raise self.fail(f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
+            if not isinstance(value, dict):
+                raise self.fail(f"[{section}] must be a table")
+            for key, item in value.items():
+                if key not in SCHEMA[section]:
+                    raise self.fail(f"unknown key {key!r} in [{section}] (known: {', '.join(SCHEMA[section])})")
+                if not isinstance(item, SCHEMA[section][key]):
+                    raise self.fail(f"[{section}] {key} must be a {SCHEMA[section][key].__name__}")
 
-    def paths(section: str, key: str) -> tuple[str, ...]:
-        values = data.get(section, {}).get(key, [])
+    def paths(self, section: str, key: str) -> tuple[str, ...]:
+        values = self.data.get(section, {}).get(key, [])
         if not all(isinstance(v, str) and v for v in values):
-            raise fail(f"[{section}] {key} must be a list of non-empty paths")
+            raise self.fail(f"[{section}] {key} must be a list of non-empty paths")
         resolved = []
         for value in values:
-            plain(f"[{section}] {key}", value)
-            path = os.path.normpath(os.path.join(base, value))
-            if not os.path.isabs(value) and not path.startswith(base.rstrip("/") + "/"):
-                raise fail(f"[{section}] {key}: {value!r} escapes the repository (give an absolute path if meant)")
+            self.plain(f"[{section}] {key}", value)
+            path = os.path.normpath(os.path.join(self.base, value))
+            if not os.path.isabs(value) and not path.startswith(self.base.rstrip("/") + "/"):
+                raise self.fail(f"[{section}] {key}: {value!r} escapes the repository (give an absolute path if "
+                                "meant)")
             resolved.append(path)
         return tuple(resolved)
 
-    load = data.get("tensorrt", {}).get("load", "backend-config")
-    if load not in ("backend-config", "preload"):
-        raise fail(f"[tensorrt] load must be \"backend-config\" or \"preload\", not {load!r}")
-    try:
-        fail_on = Severity.parse(data.get("check", {}).get("fail-on", "error"))
-    except ValueError as exc:
-        raise fail(f"[check] fail-on: {exc}") from None
-
-    def selectors(key: str, values: list) -> tuple[str, ...]:  # type: ignore[type-arg]
+    def selectors(self, key: str, values: list) -> tuple[str, ...]:
         if not all(isinstance(v, str) for v in values):
-            raise fail(f"[check] {key}: codes and prefixes are strings")
+            raise self.fail(f"[check] {key}: codes and prefixes are strings")
         try:
-            return parse_selectors([plain(f"[check] {key}", v) for v in values], f"[check] {key}")
+            return parse_selectors([self.plain(f"[check] {key}", v) for v in values], f"[check] {key}")
         except ValueError as exc:
-            raise fail(str(exc)) from None
+            raise self.fail(str(exc)) from None
 
-    select = selectors("select", data["check"]["select"]) if "select" in data.get("check", {}) else None
-    ignores = []
-    ignore_codes: list[str] = []
-    for entry in data.get("check", {}).get("ignore", []):
-        if isinstance(entry, str):
-            ignore_codes += selectors("ignore", [entry])
-            continue
-        if not isinstance(entry, dict) or set(entry) - {"code", "library", "symbol", "reason"} or "code" not in entry:
-            raise fail("[check] ignore entries are codes (or prefixes), or tables with code and optionally "
-                       "library, symbol and reason")
-        if entry["code"] not in CODE_TABLE:
-            raise fail(f"[check] ignore: unknown code {entry['code']!r}")
-        if not all(isinstance(entry.get(k, ""), str) for k in ("library", "symbol", "reason")):
-            raise fail("[check] ignore: library and symbol are strings (globs), reason a string")
-        library, symbol = (plain(f"[check] ignore {k}", entry[k]) if k in entry else None
-                           for k in ("library", "symbol"))
-        if library is not None and not os.path.isabs(library):
-            library = os.path.normpath(os.path.join(base, library))
-        ignores.append(Ignore(entry["code"], library, symbol, entry.get("reason") or None))
-    places = entry_lines(text, [i.code for i in ignores])
-    ignores = [replace(i, line=line, column=column) for i, (line, column) in zip(ignores, places, strict=True)]
-    return Manifest(
-        path=os.path.abspath(path),
-        trt_plugins=paths("tensorrt", "plugins"),
-        trt_load=load,
-        pytorch_ops=paths("pytorch", "ops"),
-        tensorflow_preload=paths("tensorflow", "preload"),
-        host_preload=paths("host", "preload"),
-        fail_on=fail_on,
-        ignore=tuple(ignores),
-        select=select,
-        ignore_codes=tuple(ignore_codes),
-        profile=os.path.normpath(os.path.join(base, plain("[check] profile", data["check"]["profile"])))
-        if "profile" in data.get("check", {}) else None,
-    )
+    def ignores(self, text: str) -> tuple[tuple[Ignore, ...], tuple[str, ...]]:
+        """The tables of [check] ignore (each with the line it is written on) and its code strings."""
+        tables: list[Ignore] = []
+        codes: list[str] = []
+        for entry in self.check.get("ignore", []):
+            if isinstance(entry, str):
+                codes += self.selectors("ignore", [entry])
+                continue
+            if not isinstance(entry, dict) or set(entry) - {"code", "library", "symbol", "reason"} or (
+                    "code" not in entry):
+                raise self.fail("[check] ignore entries are codes (or prefixes), or tables with code and optionally "
+                                "library, symbol and reason")
+            if entry["code"] not in CODE_TABLE:
+                raise self.fail(f"[check] ignore: unknown code {entry['code']!r}")
+            if not all(isinstance(entry.get(k, ""), str) for k in ("library", "symbol", "reason")):
+                raise self.fail("[check] ignore: library and symbol are strings (globs), reason a string")
+            library, symbol = (self.plain(f"[check] ignore {k}", entry[k]) if k in entry else None
+                               for k in ("library", "symbol"))
+            if library is not None and not os.path.isabs(library):
+                library = os.path.normpath(os.path.join(self.base, library))
+            tables.append(Ignore(entry["code"], library, symbol, entry.get("reason") or None))
+        places = entry_lines(text, [i.code for i in tables])
+        located = tuple(replace(i, line=line, column=column) for i, (line, column) in zip(tables, places, strict=True))
+        return located, tuple(codes)
+
+    def manifest(self, text: str) -> Manifest:
+        self.check_shape()
+        load = self.data.get("tensorrt", {}).get("load", "backend-config")
+        if load not in ("backend-config", "preload"):
+            raise self.fail(f"[tensorrt] load must be \"backend-config\" or \"preload\", not {load!r}")
+        try:
+            fail_on = Severity.parse(self.check.get("fail-on", "error"))
+        except ValueError as exc:
+            raise self.fail(f"[check] fail-on: {exc}") from None
+        select = self.selectors("select", self.check["select"]) if "select" in self.check else None
+        ignores, ignore_codes = self.ignores(text)
+        profile = self.check.get("profile")
+        return Manifest(
+            path=os.path.abspath(self.path),
+            trt_plugins=self.paths("tensorrt", "plugins"),
+            trt_load=load,
+            pytorch_ops=self.paths("pytorch", "ops"),
+            tensorflow_preload=self.paths("tensorflow", "preload"),
+            host_preload=self.paths("host", "preload"),
+            fail_on=fail_on,
+            ignore=ignores,
+            select=select,
+            ignore_codes=ignore_codes,
+            profile=os.path.normpath(os.path.join(self.base, self.plain("[check] profile", profile)))
+            if profile is not None else None,
+        )
 
 
 def checkout_root(repository: str) -> str:

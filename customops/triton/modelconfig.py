@@ -57,7 +57,7 @@ def parse_config(text: str, path: str) -> tuple[Any | None, ConfigError | None]:
     return config, None
 
 
-def did_you_mean(word: str, choices) -> str:  # type: ignore[no-untyped-def]
+def did_you_mean(word: str, choices) -> str:
     """"did you mean 'x'?" for the closest of `choices` to a misspelled `word`, or "" when none is close."""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
     return f"did you mean '{close[0]}'?" if close else ""

@@ -22,10 +22,25 @@ import json
 import os
 import posixpath
 import stat
+import struct
 import zlib
 from dataclasses import asdict
 
 from customops import chroot, outputs, safeio, schemas
+from customops.elf.constants import (
+    COPY_BY_MACHINE,
+    DT_JMPREL,
+    DT_PLTRELSZ,
+    DT_RELA,
+    DT_RELASZ,
+    JUMP_SLOT_BY_MACHINE,
+    PT_DYNAMIC,
+    PT_LOAD,
+    RELOC_COPY,
+    RELOC_LAZY,
+    RELOC_NOW,
+)
+from customops.elf.header import program_headers, read_header
 from customops.elf.ranges import loader_ranges
 from customops.errors import ElfError, InputError
 from customops.triton.profile_schema import SMALL_FILE_LIMIT, Validator
@@ -39,7 +54,7 @@ def _encode(data: bytes) -> str:
     return base64.b64encode(zlib.compress(data, 6)).decode("ascii")
 
 
-def create(container, server_args: tuple[str, ...] = ()) -> dict:  # type: ignore[no-untyped-def]
+def create(container, server_args: tuple[str, ...] = ()) -> dict:
     """The profile of a container read from its root (customops.triton.container.from_root)."""
     target = container.target
     root = target.root.rstrip("/") if not target.is_live else ""
@@ -166,25 +181,9 @@ def _relocation_summary(host: str, image: dict[int, bytearray]) -> dict[int, byt
     written where the original tables were, with DT_RELASZ/DT_PLTRELSZ patched to match: the linker model
     sees the same references, at a fraction of the size. 64-bit little-endian RELA only; other files keep
     no relocations (their references are then not modelled)."""
-    import struct
-
     import numpy as np
 
     from customops.elf.cache import ElfReader
-    from customops.elf.constants import (
-        COPY_BY_MACHINE,
-        DT_JMPREL,
-        DT_PLTRELSZ,
-        DT_RELA,
-        DT_RELASZ,
-        JUMP_SLOT_BY_MACHINE,
-        PT_DYNAMIC,
-        PT_LOAD,
-        RELOC_COPY,
-        RELOC_LAZY,
-        RELOC_NOW,
-    )
-    from customops.elf.header import program_headers, read_header
     from customops.elf.parse import open_mapped
 
     info = ElfReader(use_cache=False).read(host)
@@ -216,16 +215,8 @@ def _relocation_summary(host: str, image: dict[int, bytearray]) -> dict[int, byt
         where = offset_of(struct.unpack_from("<Q", dyn, tags[table] + 8)[0])
         if where is None:
             continue
-        entries = bytearray()
-        for index, cls in zip(order[np.isin(classes, wanted)].tolist(), classes[np.isin(classes, wanted)].tolist(),
-                              strict=True):
-            if cls == RELOC_LAZY:
-                kind = JUMP_SLOT_BY_MACHINE.get(info.machine_code, 0)
-            elif cls == RELOC_COPY:
-                kind = COPY_BY_MACHINE.get(info.machine_code, 0)
-            else:
-                kind = 0xFF  # any type but JUMP_SLOT and COPY reads as "needed at load"
-            entries += struct.pack("<QQq", 0, (index << 32) | kind, 0)
+        chosen = np.isin(classes, wanted)
+        entries = _synthetic_relocations(order[chosen].tolist(), classes[chosen].tolist(), info.machine_code)
         if entries:
             out[where] = entries
         if size_tag in tags:
@@ -234,6 +225,21 @@ def _relocation_summary(host: str, image: dict[int, bytearray]) -> dict[int, byt
     merged[start:start + dyn_size] = dyn
     out[chunk] = merged
     return out
+
+
+def _synthetic_relocations(symbols: list[int], classes: list[int], machine: int) -> bytearray:
+    """One Elf64_Rela per symbol, of a type with the class ld.so gives it: JUMP_SLOT (lazy), COPY, or any
+    other (needed at load)."""
+    entries = bytearray()
+    for index, cls in zip(symbols, classes, strict=True):
+        if cls == RELOC_LAZY:
+            kind = JUMP_SLOT_BY_MACHINE.get(machine, 0)
+        elif cls == RELOC_COPY:
+            kind = COPY_BY_MACHINE.get(machine, 0)
+        else:
+            kind = 0xFF  # any type but JUMP_SLOT and COPY reads as "needed at load"
+        entries += struct.pack("<QQq", 0, (index << 32) | kind, 0)
+    return entries
 
 
 def write(profile: dict, path: str) -> None:

@@ -137,7 +137,7 @@ def _components(path: str) -> list[str]:
     return path.split("/")
 
 
-def _inflate(text: str, limit: int, pointer: str, budget: list[int], fail) -> bytes:  # type: ignore[no-untyped-def]
+def _inflate(text: str, limit: int, pointer: str, budget: list[int], fail) -> bytes:
     try:
         data = safeio.inflate(base64.b64decode(text, validate=True), min(limit, budget[0]), pointer)
     except binascii.Error:
