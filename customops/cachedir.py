@@ -19,11 +19,9 @@ import json
 import os
 import re
 import stat
-import types
 from collections.abc import Sequence
-from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 from customops.safeio import CACHE_ENTRY_LIMIT
 
@@ -287,25 +285,3 @@ def matches(value: object, shape: object) -> bool:
     if isinstance(shape, Text):
         return type(value) is str and shape.refused.search(value) is None
     raise TypeError(f"not a shape: {shape!r}")
-
-
-def shape_of(cls: type) -> dict[str, object]:
-    """The shape of a dataclass as json.dumps(asdict(x)) writes it (tuples as lists), from its type hints."""
-    assert is_dataclass(cls)
-    hints = get_type_hints(cls)
-    return {f.name: _hint_shape(hints[f.name]) for f in fields(cls)}
-
-
-def _hint_shape(hint: object) -> object:
-    origin = get_origin(hint)
-    if hint is type(None):
-        return None
-    if origin in (Union, types.UnionType):
-        return tuple(_hint_shape(a) for a in get_args(hint))
-    if origin in (tuple, list):
-        return [_hint_shape(get_args(hint)[0])]
-    if origin is dict:
-        return MapOf(_hint_shape(get_args(hint)[1]))
-    if hint in (str, int, bool, float):
-        return hint
-    raise TypeError(f"no JSON shape for {hint!r}")

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from customops import schemas
 from customops.elf.cache import ElfReader
 from customops.elf.constants import (
     BIND_NAMES,
@@ -20,7 +19,6 @@ from customops.elf.constants import (
 from customops.elf.demangle import demangle
 from customops.elf.records import ElfInfo
 
-SCAN_SCHEMA = schemas.SCAN
 _VERSION_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*)_(?P<number>\d+(?:\.\d+)*)$")
 
 
