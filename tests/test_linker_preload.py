@@ -1,4 +1,5 @@
-"""LD_PRELOAD: preloads join the global scope right after the executable (reference/linker.md §1.3).
+"""LD_PRELOAD: preloads join the global scope right after the executable (glibc elf/rtld.c: handle_preload
+maps them before the executable's DT_NEEDED; elf/dl-deps.c _dl_map_object_deps orders the scope).
 
 Each test states one rule, runs the fixture loader under the real ld.so, and checks that the model
 predicts the same loads, messages and bindings (tests/oracle.py `agree`)."""

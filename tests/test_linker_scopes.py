@@ -1,5 +1,6 @@
 """Lookup scopes: global = executable, preloads, breadth-first NEEDED, RTLD_GLOBAL dlopens; a dlopen'ed
-object then sees its own breadth-first local scope (RTLD_DEEPBIND: first). reference/linker.md §1.4."""
+object then sees its own breadth-first local scope (RTLD_DEEPBIND: first). glibc elf/dl-deps.c
+_dl_map_object_deps, elf/dl-open.c dl_open_worker, elf/dl-lookup.c _dl_lookup_symbol_x."""
 
 from oracle import agree
 
