@@ -185,7 +185,7 @@ def test_co301_a_permission_denied_outcome_reads_cannot_be_read_not_does_not_exi
     from customops.triton.plan import Context
 
     ctx = Context(from_root(str(repo.root)), manifest)
-    finding = loading._failure(step, outcome, ctx, reader=None)  # type: ignore[arg-type]
+    finding = loading.failure_finding(step, outcome, ctx, reader=None)  # type: ignore[arg-type]
     assert (finding.code, finding.message) == ("CO301", "op library /models/m/ops/libop.so of model 'm' cannot be "
                                                         "read: permission denied")
     assert "does not exist" not in finding.message and finding.predicted == message

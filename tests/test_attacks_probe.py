@@ -687,17 +687,17 @@ def test_a_probe_cache_entry_of_another_shape_is_probed_again(tmp_path, monkeypa
     library = str(tmp_path / "libx.so")
     Path(library).write_bytes(b"\x7fELF")
     settings = ProbeSettings(sys.executable, None, cache_dir=tmp_path / "cache")
-    key = probes._cache_key(settings, "torch", sys.executable, (library,))
+    key = probes.cache_key(settings, "torch", sys.executable, (library,))
     assert key is not None
     fresh = (ProbeResult(library, ProbeStatus.LOADED, "", None, "", (), ("fresh::op",)),)
     monkeypatch.setattr(probes, "probe_group", lambda *args, **kwargs: fresh)
     good = {**GOOD, "library": library}
     cachedir.store_result(settings.cache_dir, "probes", key, [good])
-    (hit,) = probes._cached(settings, "torch", None, sys.executable, (library,))
+    (hit,) = probes.cached_results(settings, "torch", None, sys.executable, (library,))
     assert hit.registered == ("cached::op",) and hit.status is ProbeStatus.LOADED
     stored = [entry if not isinstance(entry, dict) else {**entry, "library": entry.get("library") or library}]
     cachedir.store_result(settings.cache_dir, "probes", key, stored if isinstance(entry, dict) else entry)
-    assert probes._cached(settings, "torch", None, sys.executable, (library,)) == fresh
+    assert probes.cached_results(settings, "torch", None, sys.executable, (library,)) == fresh
 
 
 @pytest.mark.parametrize("entry", [{"ops": "Op", "version": "1", "libraries": []},
@@ -713,7 +713,7 @@ def test_a_tensorflow_registry_cache_entry_of_another_shape_is_probed_again(tmp_
     monkeypatch.setattr(probes, "package_file", lambda python, name: str(identity))
     monkeypatch.setattr(probes, "tensorflow_ops", lambda *args: (frozenset({"Fresh"}), "9.9"))
     settings = ProbeSettings(sys.executable, None, cache_dir=tmp_path / "cache")
-    key = probes._cache_key(settings, "tensorflow-ops", str(identity), ())
+    key = probes.cache_key(settings, "tensorflow-ops", str(identity), ())
     assert key is not None
     cachedir.store_result(settings.cache_dir, "probes", key, {"ops": ["Cached"], "version": "1.0", "libraries": []})
     registry = probes.tensorflow_registry(LoadPlan((), (), (), ()), settings)

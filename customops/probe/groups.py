@@ -84,13 +84,13 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
         # What the answer depends on: the op libraries, and the framework (its package, or ORT's library).
         identity = runtime if framework == "onnxruntime" else package_file(settings.python, framework)
         sources = tuple(s.source for s in steps)
-        alone = tuple(_cached(settings, framework, runtime, identity, (source,))[0] for source in sources)
-        together = _cached(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
+        alone = tuple(cached_results(settings, framework, runtime, identity, (source,))[0] for source in sources)
+        together = cached_results(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
         probed.append(ProbedGroup(framework, model, steps, runtime, alone, together))
     return probed
 
 
-def _cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> list[str] | None:
+def cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> list[str] | None:
     """What a probe's result is kept under: the interpreter, the framework file and the libraries, each with
     its identity (None: no cache dir, or a file vanished)."""
     if settings.cache_dir is None or identity is None:
@@ -102,9 +102,11 @@ def _cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources
     return [kind, settings.python, identity, *sources, *identities]
 
 
-def _cached(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
-            sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
-    key = _cache_key(settings, framework, identity, sources)
+def cached_results(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
+                   sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
+    """The results of probing `sources` together: from the cache when an entry of exactly the right shape
+    is there for these very libraries (a cache entry is untrusted input), else from a probe, then stored."""
+    key = cache_key(settings, framework, identity, sources)
     hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
     if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in sources]:
         return tuple(ProbeResult.from_json(r) for r in hit)
@@ -135,7 +137,7 @@ def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRe
     identity = package_file(settings.python, "tensorflow")
     if identity is None:
         return f"{settings.python} has no tensorflow package"
-    key = _cache_key(settings, "tensorflow-ops", identity, sources)
+    key = cache_key(settings, "tensorflow-ops", identity, sources)
     hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
     if hit is not None:
         return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))

@@ -128,7 +128,7 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
         findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
                                       "starts without it", predicted=outcome.message, hint=hint, **_about(step)))
     elif outcome.status in (StepStatus.FAILED, StepStatus.CRASH):
-        findings.append(_failure(step, outcome, ctx, reader, mismatches or [], plan))
+        findings.append(failure_finding(step, outcome, ctx, reader, mismatches or [], plan))
     findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == CallStatus.OK:
@@ -166,8 +166,9 @@ def _problem(problem: Failure) -> tuple[str, str, str]:
     return "CO301", "cannot be read: permission denied", UNREADABLE_HINT
 
 
-def _failure(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
-             mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> Finding:
+def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
+                    mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> Finding:
+    """The finding for one step the linker model predicts to fail, from its typed failure."""
     message = outcome.message
     if outcome.problem is not None:  # it exists: what it is, rather than "does not exist" or "not ELF"
         code, reason, hint = _problem(outcome.problem)

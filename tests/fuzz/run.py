@@ -237,14 +237,14 @@ PROBE_MISS = (probes.ProbeResult("fuzz", probes.ProbeStatus.UNAVAILABLE, "probed
 
 
 def fuzz_probe(data: bytes) -> None:
-    """A cached probe result, read by the real consumer (probes._cached); a miss would probe again, which
+    """A cached probe result, read by the real consumer (probes.cached_results); a miss would probe again, which
     here returns a marker instead of loading anything."""
     source = str(elfcache_setup()[0])
     settings = probes.ProbeSettings(sys.executable, None, cache_dir=WORK / "cache")
-    key = probes._cache_key(settings, "torch", sys.executable, (source,))
+    key = probes.cache_key(settings, "torch", sys.executable, (source,))
     assert key is not None
     _write_entry(_entry_path("probes", key), data)
-    results = probes._cached(settings, "torch", None, sys.executable, (source,))
+    results = probes.cached_results(settings, "torch", None, sys.executable, (source,))
     assert results is PROBE_MISS or all(isinstance(r, probes.ProbeResult) and r.library == source for r in results)
 
 
@@ -314,7 +314,7 @@ def result_seed(kind: str, value: object, parts: list[str]) -> Callable[[], list
 
 def _probe_parts() -> list[str]:
     settings = probes.ProbeSettings(sys.executable, None, cache_dir=WORK / "cache")
-    return probes._cache_key(settings, "torch", sys.executable, (elfcache_setup()[0],)) or []
+    return probes.cache_key(settings, "torch", sys.executable, (elfcache_setup()[0],)) or []
 
 
 def probe_seeds() -> list[Path]:
