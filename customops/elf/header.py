@@ -19,8 +19,6 @@ from customops.errors import ElfError
 Buffer = bytes | bytearray | mmap.mmap | memoryview
 
 GIT_LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
-NOT_ELF_KINDS = {"git-lfs-pointer": "a Git LFS pointer, not the library"}
-
 # Elf32_Ehdr / Elf64_Ehdr after e_ident, Elf{32,64}_Phdr and Elf{32,64}_Shdr, without the byte-order prefix
 _EHDR_FORMAT = {ElfClass.ELFCLASS32: "HHIIIIIHHHHHH", ElfClass.ELFCLASS64: "HHIQQQIHHHHHH"}
 _PHDR_FORMAT = {ElfClass.ELFCLASS32: "IIIIIIII", ElfClass.ELFCLASS64: "IIQQQQQQ"}
@@ -124,18 +122,18 @@ def header_size(elf_class: ElfClass) -> int:
     return EI_NIDENT + struct.calcsize("<" + _EHDR_FORMAT[elf_class])
 
 
-def not_elf_kind(head: bytes) -> str | None:
-    """What a file that is not ELF is, when its first bytes say so: "git-lfs-pointer" for the text Git LFS
-    commits in place of the file (`git lfs pull` replaces it with the content); None otherwise."""
-    return "git-lfs-pointer" if head.startswith(GIT_LFS_POINTER) else None
+def is_git_lfs_pointer(head: bytes) -> bool:
+    """Whether a file that is not ELF is the text Git LFS commits in place of the file (`git lfs pull`
+    replaces it with the content)."""
+    return head.startswith(GIT_LFS_POINTER)
 
 
 def read_header(data: Buffer, path: str = "") -> ElfHeader:
     """The ELF header at the start of `data` (the whole file, or at least its first 64 bytes). Raises
     ElfHeaderError, checking in this order: the magic, EI_CLASS, EI_DATA, then the header's length."""
     if len(data) < EI_NIDENT or data[:len(ELF_MAGIC)] != ELF_MAGIC:
-        kind = not_elf_kind(bytes(data[:len(GIT_LFS_POINTER)]))
-        reason = f"not an ELF file: {NOT_ELF_KINDS[kind]}" if kind else "not an ELF file (bad magic)"
+        lfs = is_git_lfs_pointer(bytes(data[:len(GIT_LFS_POINTER)]))
+        reason = "not an ELF file: a Git LFS pointer, not the library" if lfs else "not an ELF file (bad magic)"
         raise ElfHeaderError(path, reason, HeaderProblem.NOT_ELF)
     try:
         elf_class = ElfClass(data[EI_CLASS])

@@ -10,7 +10,7 @@ from enum import Enum, auto
 
 from customops import safeio
 from customops.elf.constants import EI_CLASS, EI_DATA, ELF_MAGIC, ET_DYN, ET_EXEC, ElfClass, ElfData
-from customops.elf.header import ElfHeader, ElfHeaderError, not_elf_kind, read_header
+from customops.elf.header import ElfHeader, ElfHeaderError, is_git_lfs_pointer, read_header
 from customops.errors import InputError
 from customops.linker.linkmap import LinkMap
 from customops.linker.messages import NO_SUCH_FILE, PERMISSION_DENIED, dlerror, reason
@@ -224,8 +224,8 @@ class LibrarySearch:
         if len(head) < MIN_HEADER:
             return Candidate.refused(path, FailureKind.FILE_TOO_SHORT)
         if head[:len(ELF_MAGIC)] != ELF_MAGIC:
-            lfs = not_elf_kind(head) == FailureKind.GIT_LFS_POINTER.value
-            return Candidate.refused(path, FailureKind.GIT_LFS_POINTER if lfs else FailureKind.NOT_ELF)
+            kind = FailureKind.GIT_LFS_POINTER if is_git_lfs_pointer(head) else FailureKind.NOT_ELF
+            return Candidate.refused(path, kind)
         want_machine, want_class = self.machine
         elf_class = ElfClass.ELFCLASS64.bits if head[EI_CLASS] == ElfClass.ELFCLASS64 else ElfClass.ELFCLASS32.bits
         if elf_class != want_class:
