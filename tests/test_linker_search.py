@@ -151,5 +151,9 @@ def test_the_targets_machine_and_class_are_read_from_its_own_programs(tmp_path):
     assert machine_of(str(tmp_path)) is None
     server.write_bytes(header)
     assert machine_of(str(tmp_path)) == (EM_AARCH64, 64)
+    (tmp_path / "usr" / "lib" / "aarch64-linux-gnu").mkdir(parents=True)
     target = target_for_root(str(tmp_path))
     assert (target.machine, target.elf_class) == (EM_AARCH64, 64)
+    # its $PLATFORM and multiarch directories are AArch64's too, on whatever machine customops runs
+    assert target.platform == "aarch64" and target.system_dirs[:2] == ("/lib/aarch64-linux-gnu",
+                                                                       "/usr/lib/aarch64-linux-gnu")

@@ -82,7 +82,7 @@ def _live_target() -> LinkerTarget:
     assumptions = []
     subdirs = _probe_subdirs(interp) if interp else None
     if not system_dirs:
-        system_dirs = _default_system_dirs("/")
+        system_dirs = _default_system_dirs("/", f"{os.uname().machine}-linux-gnu")
         assumptions.append("system directories assumed from the filesystem layout (no ld.so --list-diagnostics)")
     if subdirs is None:
         hw = _first(r'dl_hwcaps_subdirs="([^"]*)"', diag)
@@ -111,15 +111,16 @@ def target_for_root(root: str) -> LinkerTarget:
     root = os.path.abspath(root)
     if root == "/":
         return live_target()
-    system_dirs = _default_system_dirs(root)
-    cache_ = _read_cache(root, "/etc/ld.so.cache")
     machine, elf_class = machine_of(root) or _host_machine()
+    name, triplet = _names(machine)
+    system_dirs = _default_system_dirs(root, triplet)
+    cache_ = _read_cache(root, "/etc/ld.so.cache")
     return LinkerTarget(
         root=root,
         system_dirs=system_dirs,
         search_subdirs=(),
         lib_token=_lib_token(system_dirs),
-        platform=os.uname().machine,
+        platform=name,
         cache=cache_,
         conf_dirs=() if cache_ else _read_conf(root),
         assumptions=(
@@ -197,11 +198,19 @@ def _first(pattern: str, text: str) -> str:
     return m.group(1) if m else ""
 
 
-def _default_system_dirs(root: str) -> tuple[str, ...]:
+MACHINE_NAMES = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64"}  # e_machine -> uname's name (also $PLATFORM)
+
+
+def _names(machine: int) -> tuple[str, str]:
+    """The uname name and the Debian multiarch triplet of a target's machine (this machine's for one whose
+    name is not known here)."""
+    name = MACHINE_NAMES.get(machine, os.uname().machine)
+    return name, f"{name}-linux-gnu"
+
+
+def _default_system_dirs(root: str, triplet: str) -> tuple[str, ...]:
     """Debian/Ubuntu multiarch (the layout of every Triton image) or the Red Hat lib64 layout."""
     base = root.rstrip("/")
-    machine = os.uname().machine
-    triplet = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}.get(machine, f"{machine}-linux-gnu")
     if os.path.isdir(f"{base}/usr/lib/{triplet}"):
         return (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
     return ("/lib64", "/usr/lib64")
