@@ -1,0 +1,295 @@
+"""The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
+
+Summary: 47 scenarios; customops agrees with the core on 29, diverges on 17 (the XFAIL table below, one
+reason each), and 1 (a model name in two repositories) is skipped: mini_tritonserver takes one
+--model-repository.
+
+Each scenario is a small container root (the fixture container's libraries, the real libtritonserver.so and
+tritonserver stand-in, the scenario's /models and /opt/tritonserver/backends with the real example backends
+renamed as the seed walkthrough does) checked twice: by customops (customops.app.check.run_check, its models'
+CO1xx/CO2xx errors) and by the real core (mini_tritonserver run at /models and /opt/tritonserver/backends in a
+private mount namespace + chroot). For every model both must agree on whether it is UNAVAILABLE, and where the
+core gives a reason, one of customops' predicted messages (Finding.predicted) must contain that reason after its
+status prefix ("Invalid argument: " ...). A scenario where customops disagrees today is
+`xfail(strict=True, reason=<what customops does wrong>)`: it fails once fixed, so the mark goes with the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import triton_core
+
+from customops.app.check import default_mounts, run_check
+from customops.codes import Severity
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
+
+BACKENDS = "opt/tritonserver/backends"
+STATUS = re.compile(r"^(?:Invalid argument|Internal|Not found|Unavailable|Unsupported|Already exists|Unknown): ")
+
+
+@dataclass(frozen=True)
+class Lib:
+    """A real example backend from the core's build (minimal, recommended, bls), copied under a new name."""
+
+    example: str = "minimal"
+
+
+@dataclass(frozen=True)
+class Link:
+    target: str
+
+
+DIR = object()
+Files = Mapping[str, object]  # path under the root -> text, bytes, Lib, Link or DIR
+
+
+@dataclass(frozen=True)
+class Scenario:
+    files: Files
+    args: tuple[str, ...] = ()
+    repositories: tuple[str, ...] = ("/models",)
+    config_name: str | None = None
+    only_models: frozenset[str] | None = None
+
+
+MINIMAL = 'backend: "mybackend"\n'
+IO = ('input [ { name: "IN0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+      'output [ { name: "OUT0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n')
+MYBACKEND = {f"{BACKENDS}/mybackend/libtriton_mybackend.so": Lib()}
+
+
+def model(name: str = "m", config: str | None = MINIMAL, versions: tuple[str, ...] = ("1",),
+          extra: Files | None = None) -> Files:
+    """models/<name>/: its version directories, config.pbtxt (None: none) and `extra` files (paths under it)."""
+    files: dict[str, object] = {f"models/{name}/{v}/": DIR for v in versions}
+    if config is not None:
+        files[f"models/{name}/config.pbtxt"] = config
+    files.update({f"models/{name}/{k}": v for k, v in (extra or {}).items()})
+    return files
+
+
+def s(*parts: Files, **kw: Any) -> Scenario:
+    files: dict[str, object] = {}
+    for p in parts:
+        files.update(p)
+    return Scenario(files, **kw)
+
+
+def ensemble(step: str) -> str:
+    return ('name: "ens"\nplatform: "ensemble"\n' + IO.replace("IN0", "EIN").replace("OUT0", "EOUT") +
+            'ensemble_scheduling { step [ { model_name: "' + step + '" model_version: -1 '
+            'input_map { key: "IN0" value: "EIN" } output_map { key: "OUT0" value: "EOUT" } } ] }\n')
+
+
+SCENARIOS = [
+    ("backend_found_in_backend_directory", s(model(), MYBACKEND)),
+    ("backend_found_in_version_directory", s(model(extra={"1/libtriton_mybackend.so": Lib()}))),
+    ("backend_found_in_model_directory", s(model(extra={"libtriton_mybackend.so": Lib()}))),
+    ("backend_missing_everywhere", s(model(config='backend: "nope"\n'), MYBACKEND)),
+    ("backend_library_named_like_a_directory",
+     s(model(), {f"{BACKENDS}/mybackend/libtriton_mybackend.so/": DIR})),
+    ("backend_library_wrong_file_name", s(model(), {f"{BACKENDS}/mybackend/libmybackend.so": Lib()})),
+    ("runtime_names_another_library_in_backend_directory",
+     s(model(config=MINIMAL + 'runtime: "libother.so"\n'), {f"{BACKENDS}/mybackend/libother.so": Lib()})),
+    ("runtime_library_missing", s(model(config=MINIMAL + 'runtime: "libother.so"\n'), MYBACKEND)),
+    ("runtime_escapes_with_dotdot",
+     s(model(config=MINIMAL + 'runtime: "../../../../models/m/libesc.so"\n', extra={"libesc.so": Lib()}), MYBACKEND)),
+    ("runtime_symlink_escaping_the_backend_directory",
+     s(model(config=MINIMAL + 'runtime: "libesc.so"\n'), MYBACKEND,
+       {f"{BACKENDS}/mybackend/libesc.so": Link("/models/m/libesc.so"), "models/m/libesc.so": Lib()})),
+    ("config_name_differs_from_directory", s(model(config='name: "other"\n' + MINIMAL), MYBACKEND)),
+    ("hidden_directory_is_not_a_model",
+     s(model(), MYBACKEND, {"models/.ipynb_checkpoints/": DIR, "models/.ipynb_checkpoints/config.pbtxt": "x"})),
+    ("version_directory_1abc_is_not_a_version", s(model(versions=("1abc",)), MYBACKEND)),
+    ("version_directory_01_is_not_a_version", s(model(versions=("01",)), MYBACKEND)),
+    ("version_directory_0_is_a_version", s(model(versions=("0",)), MYBACKEND)),
+    ("no_version_directory", s(model(versions=()), MYBACKEND)),
+    ("version_policy_latest_num_versions_0",
+     s(model(config=MINIMAL + "version_policy: { latest: { num_versions: 0 } }\n"), MYBACKEND)),
+    ("version_policy_latest_num_versions_2",
+     s(model(config=MINIMAL + "version_policy: { latest: { num_versions: 2 } }\n", versions=("1", "2", "3")),
+       MYBACKEND)),
+    ("version_policy_specific_version_present",
+     s(model(config=MINIMAL + "version_policy: { specific: { versions: [2] } }\n", versions=("1", "2")),
+       MYBACKEND)),
+    ("version_policy_specific_version_missing",
+     s(model(config=MINIMAL + "version_policy: { specific: { versions: [5] } }\n"), MYBACKEND)),
+    ("config_with_utf8_bom", s(model(config="\ufeff" + MINIMAL), MYBACKEND)),
+    ("config_empty_backend_undetermined", s(model(config=""), MYBACKEND)),
+    ("no_config_auto_complete_cannot_tell_backend", s(model(config=None), MYBACKEND)),
+    ("no_config_with_auto_complete_disabled", s(model(config=None), MYBACKEND,
+                                                args=("--disable-auto-complete-config",))),
+    ("unknown_config_field", s(model(config=MINIMAL + "no_such_field: 1\n"), MYBACKEND)),
+    ("config_syntax_error", s(model(config='backend: "mybackend"\nmax_batch_size: [\n'), MYBACKEND)),
+    ("platform_tensorrt_plan_backend_absent", s(model(config='platform: "tensorrt_plan"\n'), MYBACKEND)),
+    ("platform_onnxruntime_onnx_backend_absent", s(model(config='platform: "onnxruntime_onnx"\n'), MYBACKEND)),
+    ("platform_pytorch_libtorch_backend_absent", s(model(config='platform: "pytorch_libtorch"\n'), MYBACKEND)),
+    ("platform_tensorflow_savedmodel_backend_absent",
+     s(model(config='platform: "tensorflow_savedmodel"\n'), MYBACKEND)),
+    ("platform_and_backend_disagree", s(model(config='platform: "onnxruntime_onnx"\n' + MINIMAL), MYBACKEND)),
+    ("default_model_filename_missing_is_backend_business",
+     s(model(config=MINIMAL + 'default_model_filename: "model.bin"\n'), MYBACKEND)),
+    ("model_config_name_selects_configs_file",
+     s(model(config='backend: "nope"\n', extra={"configs/prod.pbtxt": MINIMAL}), MYBACKEND,
+       args=("--model-config-name=prod",), config_name="prod")),
+    ("model_config_name_falls_back_to_config_pbtxt",
+     s(model(), MYBACKEND, args=("--model-config-name=prod",), config_name="prod")),
+    ("duplicate_model_name_across_two_repositories",
+     s(model(), MYBACKEND, {"models2/m/config.pbtxt": MINIMAL, "models2/m/1/": DIR},
+       repositories=("/models", "/models2"))),
+    ("explicit_load_of_a_model_that_does_not_exist",
+     s(model(), MYBACKEND, args=("--load-model=ghost",), only_models=frozenset({"ghost"}))),
+    ("python_based_backend_model_py_in_backend_directory",
+     s(model(config='backend: "mypy"\n'), {f"{BACKENDS}/mypy/model.py": "class TritonPythonModel: pass\n",
+                                           f"{BACKENDS}/python/libtriton_python.so": Lib()})),
+    ("python_based_backend_without_python_backend",
+     s(model(config='backend: "mypy"\n'), {f"{BACKENDS}/mypy/model.py": "class TritonPythonModel: pass\n"})),
+    ("hidden_directory_without_config", s(model(), MYBACKEND, {"models/.ipynb_checkpoints/": DIR})),
+    ("runtime_absolute_path",
+     s(model(config=MINIMAL + f'runtime: "/{BACKENDS}/mybackend/libtriton_mybackend.so"\n'), MYBACKEND)),
+    ("file_in_repository_root_is_not_a_model", s(model(), MYBACKEND, {"models/README.md": "notes\n"})),
+    ("version_entry_that_is_a_file_is_ignored", s(model(extra={"2": "not a directory\n"}), MYBACKEND)),
+    ("version_directory_negative", s(model(versions=("-1",)), MYBACKEND)),
+    ("version_policy_all", s(model(config=MINIMAL + "version_policy: { all: {} }\n", versions=("1", "2")),
+                             MYBACKEND)),
+    ("config_name_equal_to_directory", s(model(config='name: "m"\n' + MINIMAL), MYBACKEND)),
+    ("ensemble_composing_a_missing_model", s(model("ens", config=ensemble("ghost")), MYBACKEND)),
+    ("ensemble_composing_an_available_model",
+     s(model(config=MINIMAL + IO), model("ens", config=ensemble("m")), MYBACKEND)),
+]
+
+
+def build_root(tree: Path, root: Path, scenario: Scenario) -> None:
+    core = triton_core.core()
+    shutil.copytree(tree / "container", root, symlinks=True, ignore=shutil.ignore_patterns("backends"))
+    shutil.copy2(core / "lib" / "libtritonserver.so", root / "opt/tritonserver/lib/libtritonserver.so")
+    (root / BACKENDS).mkdir(parents=True, exist_ok=True)
+    for repo in scenario.repositories:
+        (root / repo.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for rel, what in scenario.files.items():
+        path = root / rel
+        if what is DIR:
+            path.mkdir(parents=True, exist_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(what, Lib):
+            shutil.copy2(core / "backends" / f"libtriton_{what.example}.so", path)
+        elif isinstance(what, Link):
+            os.symlink(what.target, path)
+        elif isinstance(what, bytes):
+            path.write_bytes(what)
+        else:
+            path.write_text(str(what), encoding="utf-8")
+
+
+def customops_verdicts(root: Path, scenario: Scenario) -> dict[str, list[str | None]]:
+    """model -> the predicted messages of its CO1xx/CO2xx errors (an empty list: available)."""
+    repositories = [str(root / r.lstrip("/")) for r in scenario.repositories]
+    container = from_root(str(root))
+    mounts = default_mounts(repositories, container, tuple(zip(scenario.repositories, repositories, strict=True)))
+    result = run_check(repositories, load_manifest(None), container, mounts, config_name=scenario.config_name,
+                       only_models=set(scenario.only_models) if scenario.only_models else None)
+    verdicts: dict[str, list[str | None]] = {m.name: [] for m in result.models}
+    for f in result.findings:
+        if f.model and f.code[:3] in ("CO1", "CO2") and f.level == Severity.ERROR:
+            verdicts.setdefault(f.model, []).append(f.predicted)
+    return verdicts
+
+
+def disagreements(core: dict[str, tuple[str, str]], ours: dict[str, list[str | None]],
+                  only: frozenset[str] | None = None) -> list[str]:
+    out = []
+    for name in sorted(only or set(core) | set(ours)):  # explicit mode: the models asked for
+        state, reason = core.get(name, ("ABSENT", ""))
+        unavailable = state not in ("READY", "ABSENT")
+        errors = ours.get(name, [])
+        if unavailable != bool(errors):
+            out.append(f"{name}: core {state} ({reason!r}), customops "
+                       f"{'errors ' + repr(errors) if errors else 'no error'}")
+            continue
+        if unavailable and reason:
+            wanted = STATUS.sub("", reason.splitlines()[0])
+            if not any(p and wanted in p for p in errors):
+                out.append(f"{name}: core says {wanted!r}, customops predicts {errors!r}")
+    return out
+
+
+def check(tree: Path, tmp_path: Path, scenario: Scenario) -> None:
+    root = tmp_path / "root"
+    build_root(tree, root, scenario)
+    pairs = [(root / r.lstrip("/"), r) for r in scenario.repositories]
+    core = triton_core.run(pairs, root / BACKENDS, *scenario.args)
+    ours = customops_verdicts(root, scenario)
+    problems = disagreements(core, ours, scenario.only_models)
+    assert not problems, "\n".join(problems)
+
+
+XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
+    "backend_library_named_like_a_directory":
+        "a directory named libtriton_mybackend.so in the backend directory counts as the backend library; the "
+        "core picks it and fails: 'unable to load shared library: ...: cannot read file data: Is a directory'",
+    "runtime_library_missing":
+        "CO201's predicted message lists the files searched ('/models/m/1/libother.so' ...); the core lists the "
+        "directories: \"searched: '/models/m/1' '/models/m' '/opt/tritonserver/backends/mybackend' \"",
+    "runtime_absolute_path":
+        "an absolute `runtime` is joined under each search directory ('/models/m/1/opt/tritonserver/...'); the "
+        "core lists the directories only: \"searched: '/models/m/1' '/models/m' '/opt/.../mybackend' \"",
+    "python_based_backend_without_python_backend":
+        "the predicted message says 'unable to find Python backend based backend library' and lists files; the "
+        "core says \"unable to find backend library 'libtriton_python.so' for model 'm', searched: '/models/m/1' "
+        "'/models/m' '/opt/tritonserver/backends/mypy' '/opt/tritonserver/backends/python' \"",
+    "config_name_differs_from_directory":
+        "no error for a config `name` that differs from its directory; the core refuses the directory: "
+        "\"unexpected directory name 'm' for model 'other', directory name must equal model name\"",
+    "hidden_directory_is_not_a_model":
+        "customops skips hidden directories (.ipynb_checkpoints); the core polls them as models (here: 'failed "
+        "to read text proto from /models/.ipynb_checkpoints/config.pbtxt')",
+    "hidden_directory_without_config":
+        "customops skips hidden directories; the core loads .ipynb_checkpoints as a model and fails: 'at least "
+        "one version must be available under the version policy of model '.ipynb_checkpoints''",
+    "version_directory_1abc_is_not_a_version":
+        "'1abc' is not taken as a version; the core parses its leading digits (version 1) and the model is READY",
+    "version_directory_negative":
+        "'-1' is not taken as a version; the core parses it as version -1 and the model is READY",
+    "version_policy_latest_num_versions_0":
+        "no error for `latest { num_versions: 0 }`; the core loads no version: 'at least one version must be "
+        "available under the version policy of model 'm''",
+    "config_with_utf8_bom":
+        "a config.pbtxt starting with a UTF-8 BOM is accepted; the core's protobuf text parser rejects it: "
+        "'failed to read text proto from /models/m/config.pbtxt'",
+    "no_config_with_auto_complete_disabled":
+        "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
+        "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "
+        "read /models/m/config.pbtxt: No such file or directory'",
+    "unknown_config_field":
+        "CO101's predicted message names the checkout path of config.pbtxt; the core names the container path: "
+        "'failed to read text proto from /models/m/config.pbtxt'",
+    "config_syntax_error":
+        "CO101's predicted message names the checkout path of config.pbtxt; the core names the container path: "
+        "'failed to read text proto from /models/m/config.pbtxt'",
+    "platform_and_backend_disagree":
+        "an error for platform 'onnxruntime_onnx' with backend 'mybackend' ('unexpected 'platform' and 'backend' "
+        "pair'); the core uses the backend and the model is READY",
+    "explicit_load_of_a_model_that_does_not_exist":
+        "no error for a model asked for (--load-model / only_models) that is in no repository; the core: "
+        "\"failed to poll model 'ghost': model not found in any model repository.\"",
+    "ensemble_composing_a_missing_model":
+        "no error for an ensemble whose step names a model that is in no repository; the core: 'ensemble ens "
+        "contains models that are not available or ambiguous: ghost'",
+}
+
+
+@pytest.mark.parametrize("scenario", [
+    pytest.param(sc, id=name, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[name])] if name in XFAIL else [])
+    for name, sc in SCENARIOS])
+def test_customops_agrees_with_the_triton_core(tree: Path, tmp_path: Path, scenario: Scenario) -> None:
+    check(tree, tmp_path, scenario)
