@@ -42,8 +42,12 @@ POLL = re.compile(r'^E\S+ \S+ \d+ \S+\] "Poll failed for model directory \'(.+?)
 FAILED = re.compile(r'^E\S+ \S+ \d+ \S+\] "failed to load \'(.+?)\' version (\S+): (.*)"$', re.M)
 # failed to load model 'm': ...; failed to poll model 'ghost': ... (explicit mode); an ensemble's own check
 MODEL = re.compile(r'^E\S+ \S+ \d+ \S+\] "(failed to (?:load|poll) model \'(.+?)\': (.*))"$', re.M)
-ENSEMBLE = re.compile(r'^E\S+ \S+ \d+ \S+\] "((?:\w+ )*\w+: ensemble (\S+) .*)"$', re.M)
+ENSEMBLE = re.compile(r"""^E\S+ \S+ \d+ \S+\] "((?:\w+ )*\w+: ensemble '?([^'\s]+)'? .*)"$""", re.M)
 LOG_PREFIX = re.compile(r'^[IWE]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] "?')
+
+
+class Crashed(Exception):
+    """The core aborted before it listed the models (an uncaught C++ exception): no model is served."""
 
 
 def source_hash() -> str:
@@ -94,7 +98,9 @@ def core() -> Path:
             return out
         if stamp.read_text().strip() == want:
             return out
-        for product in PRODUCTS:  # stale: build.sh rebuilds only what is missing
+        # stale: build.sh extracts the sources and builds the products only when they are missing
+        shutil.rmtree(out / "src", ignore_errors=True)
+        for product in [*PRODUCTS, *(p.relative_to(out) for p in out.glob("backends/*.so"))]:
             (out / product).unlink(missing_ok=True)
     why = _why_not_built(out, want)
     if why:
@@ -169,6 +175,8 @@ def unescape(text: str) -> str:
 
 def parse(text: str) -> dict[str, tuple[str, str]]:
     found = INDEX.search(text)
+    if found is None and "terminate called" in text:
+        raise Crashed(text.strip().splitlines()[-1] if text.strip() else "")
     if found is None:
         raise AssertionError(f"no MODEL_INDEX line in mini_tritonserver's output:\n{text[-3000:]}")
     states: dict[str, tuple[str, str]] = {}
