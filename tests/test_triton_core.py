@@ -1,6 +1,6 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 56 scenarios; customops agrees with the core on 35, diverges on 20 (the XFAIL table below, one
+Summary: 59 scenarios; customops agrees with the core on 36, diverges on 22 (the XFAIL table below, one
 reason each), and 1 (a model name in two repositories) is skipped: mini_tritonserver takes one
 --model-repository. When the core aborts (config_pbtxt_is_a_directory: std::length_error) no model is served,
 and only the verdicts are compared.
@@ -179,6 +179,11 @@ SCENARIOS = [
      s(model(config='backend: "python"\n'), {f"{BACKENDS}/python/libtriton_python.so": Lib()})),
     ("ensemble_composing_an_unavailable_model",
      s(model(config='backend: "nope"\n' + IO), model("ens", config=ensemble("m")), MYBACKEND)),
+    ("version_directory_entry_named_like_the_backend_library",
+     s(model(extra={"1/libtriton_mybackend.so/": DIR}), MYBACKEND)),
+    ("ensemble_without_ensemble_scheduling", s(model("ens", config='platform: "ensemble"\n' + IO), MYBACKEND)),
+    ("backend_library_in_backend_directory_of_another_backend",
+     s(model(), {f"{BACKENDS}/other/libtriton_mybackend.so": Lib()})),
     ("ensemble_composing_a_missing_model", s(model("ens", config=ensemble("ghost")), MYBACKEND)),
     ("ensemble_composing_an_available_model",
      s(model(config=MINIMAL + IO), model("ens", config=ensemble("m")), MYBACKEND)),
@@ -306,6 +311,13 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
         "a directory models/m/libtriton_mybackend.so/ is passed over; the core takes it as the backend library "
         "(model directory before backend directory) and fails: 'unable to load shared library: "
         "/models/m/libtriton_mybackend.so: cannot read file data: Is a directory'",
+    "version_directory_entry_named_like_the_backend_library":
+        "a directory models/m/1/libtriton_mybackend.so/ is passed over; the core takes it first (version "
+        "directory before model and backend directories) and fails: 'unable to load shared library: "
+        "/models/m/1/libtriton_mybackend.so: cannot read file data: Is a directory'",
+    "ensemble_without_ensemble_scheduling":
+        "no error for platform 'ensemble' without ensemble_scheduling; the core: 'ensemble scheduling must be "
+        "set for ensemble ens whose platform is ensemble'",
     "version_directory_plus_1":
         "'+1' is not taken as a version; the core parses it as version 1 and the model is READY",
     "ensemble_composing_an_unavailable_model":

@@ -100,7 +100,7 @@ def core() -> Path:
             return out
         # stale: build.sh extracts the sources and builds the products only when they are missing
         shutil.rmtree(out / "src", ignore_errors=True)
-        for product in [*PRODUCTS, *(p.relative_to(out) for p in out.glob("backends/*.so"))]:
+        for product in [*PRODUCTS, *(str(p.relative_to(out)) for p in out.glob("backends/*.so"))]:
             (out / product).unlink(missing_ok=True)
     why = _why_not_built(out, want)
     if why:
