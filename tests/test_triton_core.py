@@ -1,6 +1,6 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 59 scenarios; customops agrees with the core on 36, diverges on 22 (the XFAIL table below, one
+Summary: 59 scenarios; customops agrees with the core on 44, diverges on 14 (the XFAIL table below, one
 reason each), and 1 (a model name in two repositories) is skipped: mini_tritonserver takes one
 --model-repository. When the core aborts (config_pbtxt_is_a_directory: std::length_error) no model is served,
 and only the verdicts are compared.
@@ -275,19 +275,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
     "config_name_differs_from_directory":
         "no error for a config `name` that differs from its directory; the core refuses the directory: "
         "\"unexpected directory name 'm' for model 'other', directory name must equal model name\"",
-    "hidden_directory_is_not_a_model":
-        "customops skips hidden directories (.ipynb_checkpoints); the core polls them as models (here: 'failed "
-        "to read text proto from /models/.ipynb_checkpoints/config.pbtxt')",
-    "hidden_directory_without_config":
-        "customops skips hidden directories; the core loads .ipynb_checkpoints as a model and fails: 'at least "
-        "one version must be available under the version policy of model '.ipynb_checkpoints''",
-    "version_directory_1abc_is_not_a_version":
-        "'1abc' is not taken as a version; the core parses its leading digits (version 1) and the model is READY",
-    "version_directory_negative":
-        "'-1' is not taken as a version; the core parses it as version -1 and the model is READY",
-    "version_policy_latest_num_versions_0":
-        "no error for `latest { num_versions: 0 }`; the core loads no version: 'at least one version must be "
-        "available under the version policy of model 'm''",
     "config_with_utf8_bom":
         "a config.pbtxt starting with a UTF-8 BOM is accepted; the core's protobuf text parser rejects it: "
         "'failed to read text proto from /models/m/config.pbtxt'",
@@ -295,12 +282,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
         "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
         "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "
         "read /models/m/config.pbtxt: No such file or directory'",
-    "unknown_config_field":
-        "CO101's predicted message names the checkout path of config.pbtxt; the core names the container path: "
-        "'failed to read text proto from /models/m/config.pbtxt'",
-    "config_syntax_error":
-        "CO101's predicted message names the checkout path of config.pbtxt; the core names the container path: "
-        "'failed to read text proto from /models/m/config.pbtxt'",
     "platform_and_backend_disagree":
         "an error for platform 'onnxruntime_onnx' with backend 'mybackend' ('unexpected 'platform' and 'backend' "
         "pair'); the core uses the backend and the model is READY",
@@ -318,8 +299,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
     "ensemble_without_ensemble_scheduling":
         "no error for platform 'ensemble' without ensemble_scheduling; the core: 'ensemble scheduling must be "
         "set for ensemble ens whose platform is ensemble'",
-    "version_directory_plus_1":
-        "'+1' is not taken as a version; the core parses it as version 1 and the model is READY",
     "ensemble_composing_an_unavailable_model":
         "no error for an ensemble whose step's model is itself UNAVAILABLE; the core: \"ensemble 'ens' depends "
         "on 'm' which has no loaded version. Model 'm' loading failed with error: ...\"",

@@ -14,7 +14,7 @@ def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Findin
     """The plan, the findings made while building it, and notes on what a facts-only container leaves
     unchecked (its backend directory cannot be looked into)."""
     findings = [Finding(problem.code, problem.message, model=model.name, file=model.config_path,
-                        line=problem.line, column=problem.column, predicted=problem.predicted or None,
+                        line=problem.line, column=problem.column, predicted=_as_served(problem.predicted, model, ctx),
                         hint=problem.hint) for model in models for problem in model.problems]
     results: list[LoaderResult] = loaders.process_wide(ctx)
     assumed: dict[str, list[str]] = {}
@@ -51,3 +51,11 @@ def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[st
                      f"directory and the container's {backend_dir} cannot be looked into (use --container-root or a "
                      "profile with the container's libraries)")
     return notes
+
+
+def _as_served(predicted: str, model: Model, ctx: Context) -> str | None:
+    """The core's message about a model's files names them where the server sees them (`failed to read text
+    proto from /models/m/config.pbtxt`), not where this machine holds the checkout."""
+    if not predicted:
+        return None
+    return predicted.replace(model.path, ctx.container_path(model.path)) if model.path else predicted

@@ -28,7 +28,11 @@ FILENAME_BACKEND = {
     "model.pt": ("pytorch", "pytorch_libtorch"), "model.pt2": ("pytorch", "torch_aoti"),
     "model.xml": ("openvino", ""), "model.py": ("python", ""),
 }
-VERSION_DIR = re.compile(r"^(0|[1-9][0-9]*)$")
+# VersionsToLoad (core model_lifecycle.cc): these subdirectories are never versions (kWarmupDataFolder,
+# kInitialStateFolder, kModelConfigFolder); any other is converted with std::stoll, unless it has a leading zero
+NOT_VERSIONS = ("warmup", "initial_state", "configs")
+STOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")  # what std::stoll reads: the rest of the name is ignored
+INT64 = range(-(2 ** 63), 2 ** 63)
 CODES = frozenset({"CO101", "CO102", "CO103"})  # the repository problems it finds (turned into findings by app)
 
 
@@ -88,7 +92,8 @@ def read_repository(path: str, config_name: str | None = None, only: set[str] | 
     models = []
     for name in entries:
         model_dir = os.path.join(path, name)
-        if name.startswith(".") or not os.path.isdir(model_dir) or (only is not None and name not in only):
+        # every subdirectory is a model to the core, a hidden one (.ipynb_checkpoints, .git) too
+        if not os.path.isdir(model_dir) or (only is not None and name not in only):
             continue
         models.append(read_model(model_dir, name, config_name))
     return models
@@ -151,23 +156,49 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
     return Model(name, model_dir, config_path, config, backend, platform, runtime, versions, ops, tuple(problems))
 
 
+def version_of(directory: str) -> int | None:
+    """The version a subdirectory of a model stands for, as VersionsToLoad reads it: `1abc` and `+1` are
+    version 1, `-1` is -1, `01` and `abc` are none. A number beyond int64 is std::out_of_range, which the core
+    does not catch: ValueError."""
+    if directory in NOT_VERSIONS or (len(directory) > 1 and directory[0] == "0"):
+        return None
+    match = STOLL.match(directory)
+    if match is None:
+        return None
+    value = int(match.group(1))
+    if value not in INT64:
+        raise ValueError(directory)
+    return value
+
+
 def _versions(model_dir: str, name: str, config: Any, problems: list[Problem]) -> tuple[int, ...]:
-    """VersionsToLoad: numeric directories without a leading zero; the version policy picks among them."""
+    """VersionsToLoad: the versions of the model's subdirectories; the version policy picks among them (no
+    policy: the latest one)."""
+    available: set[int] = set()
     try:
-        available = sorted((int(d) for d in os.listdir(model_dir)
-                            if VERSION_DIR.match(d) and os.path.isdir(os.path.join(model_dir, d))), reverse=True)
+        subdirs = sorted(d for d in os.listdir(model_dir) if os.path.isdir(os.path.join(model_dir, d)))
     except OSError:
-        available = []
+        subdirs = []
+    for directory in subdirs:
+        try:
+            version = version_of(directory)
+        except ValueError:
+            message = (f"version directory '{directory}' of model '{name}' is out of the int64 range: std::stoll "
+                       "throws std::out_of_range, which the server does not catch (it aborts)")
+            problems.append(Problem("CO103", message, "terminate called after throwing an instance of "
+                                    "'std::out_of_range'"))
+            continue
+        if version is not None:
+            available.add(version)
+    newest_first = sorted(available, reverse=True)
     policy = config.version_policy if config is not None else None
     kind = policy.WhichOneof("policy_choice") if policy is not None else None
     if kind == "all":
-        chosen = available
+        chosen = newest_first
     elif kind == "specific" and policy is not None:
-        chosen = [v for v in available if v in set(policy.specific.versions)]
+        chosen = [v for v in newest_first if v in set(policy.specific.versions)]
     else:
-        count = policy.latest.num_versions if kind == "latest" and policy is not None and policy.latest.num_versions \
-            else 1
-        chosen = available[:count]
+        chosen = newest_first[:policy.latest.num_versions if kind == "latest" and policy is not None else 1]
     if not chosen:
         message = f"at least one version must be available under the version policy of model '{name}'"
         problems.append(Problem("CO103", message, message))

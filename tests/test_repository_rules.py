@@ -1,0 +1,44 @@
+"""Triton core's repository rules that the real core confirms in tests/test_triton_core.py, stated one by one
+(core model_lifecycle.cc VersionsToLoad, model_repository_manager.cc polling)."""
+
+from __future__ import annotations
+
+import pytest
+
+from customops.triton.repository import read_repository, version_of
+
+
+@pytest.mark.parametrize(("directory", "version"), [
+    ("1", 1), ("0", 0), ("42", 42),
+    ("1abc", 1),  # std::stoll reads the leading digits and ignores the rest
+    ("+1", 1), ("-1", -1), (" 7", 7),
+    ("01", None),  # a leading zero: ignored with a warning
+    ("abc", None), ("", None),
+    ("warmup", None), ("initial_state", None), ("configs", None),  # never versions
+])
+def test_a_version_directory_is_read_as_std_stoll_reads_it(directory, version):
+    assert version_of(directory) == version
+
+
+def test_a_version_beyond_int64_aborts_the_server(tmp_path):
+    (tmp_path / "m" / "99999999999999999999").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    with pytest.raises(ValueError):
+        version_of("99999999999999999999")
+    (model,) = read_repository(str(tmp_path))
+    assert any(p.code == "CO103" and "std::out_of_range" in p.predicted for p in model.problems)
+
+
+def test_latest_zero_versions_loads_none(tmp_path):
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    config = 'backend: "onnxruntime"\nversion_policy { latest { num_versions: 0 } }\n'
+    (tmp_path / "m" / "config.pbtxt").write_text(config)
+    (model,) = read_repository(str(tmp_path))
+    assert model.versions == () and [p.code for p in model.problems] == ["CO103"]
+
+
+def test_a_hidden_directory_is_a_model_to_the_core(tmp_path):
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    assert [model.name for model in read_repository(str(tmp_path))] == [".ipynb_checkpoints", "m"]
