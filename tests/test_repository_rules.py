@@ -42,3 +42,18 @@ def test_a_hidden_directory_is_a_model_to_the_core(tmp_path):
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
     assert [model.name for model in read_repository(str(tmp_path))] == [".ipynb_checkpoints", "m"]
+
+
+def test_a_config_name_must_equal_its_directory(tmp_path):
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text('name: "other"\nbackend: "onnxruntime"\n')
+    (model,) = read_repository(str(tmp_path))
+    assert [(p.code, p.predicted) for p in model.problems] == [
+        ("CO101", "unexpected directory name 'm' for model 'other', directory name must equal model name")]
+
+
+def test_a_byte_order_mark_makes_the_config_unreadable_to_protobuf(tmp_path):
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_bytes(b'\xef\xbb\xbfbackend: "onnxruntime"\n')
+    (model,) = read_repository(str(tmp_path))
+    assert [p.code for p in model.problems] == ["CO101"] and "byte-order mark" in model.problems[0].message

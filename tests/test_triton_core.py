@@ -1,6 +1,6 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 59 scenarios; customops agrees with the core on 44, diverges on 14 (the XFAIL table below, one
+Summary: 59 scenarios; customops agrees with the core on 46, diverges on 12 (the XFAIL table below, one
 reason each), and 1 (a model name in two repositories) is skipped: mini_tritonserver takes one
 --model-repository. When the core aborts (config_pbtxt_is_a_directory: std::length_error) no model is served,
 and only the verdicts are compared.
@@ -272,12 +272,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
         "the predicted message says 'unable to find Python backend based backend library' and lists files; the "
         "core says \"unable to find backend library 'libtriton_python.so' for model 'm', searched: '/models/m/1' "
         "'/models/m' '/opt/tritonserver/backends/mypy' '/opt/tritonserver/backends/python' \"",
-    "config_name_differs_from_directory":
-        "no error for a config `name` that differs from its directory; the core refuses the directory: "
-        "\"unexpected directory name 'm' for model 'other', directory name must equal model name\"",
-    "config_with_utf8_bom":
-        "a config.pbtxt starting with a UTF-8 BOM is accepted; the core's protobuf text parser rejects it: "
-        "'failed to read text proto from /models/m/config.pbtxt'",
     "no_config_with_auto_complete_disabled":
         "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
         "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "

@@ -132,8 +132,14 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
         problems.append(Problem("CO101", _broken_link(config_path),  # Triton sees no config.pbtxt at all
                                 hint="Point the link at the model's configuration, or replace it with the file."))
     elif config_path is not None:
+        text: str | None
         try:
-            text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8-sig")
+            text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8")
+            if text.startswith("\ufeff"):  # protobuf's text parser, as the core calls it, takes no byte-order mark
+                problems.append(Problem("CO101", "starts with a UTF-8 byte-order mark, which protobuf's text parser "
+                                        "rejects", f"failed to read text proto from {config_path}", 1, 1,
+                                        hint="Save config.pbtxt as UTF-8 without a byte-order mark."))
+                text = None
         except (InputError, UnicodeDecodeError) as exc:
             reason = exc.reason if isinstance(exc, InputError) else str(exc)
             problems.append(Problem("CO101", f"cannot be read ({reason})",  # the finding's file is the path
@@ -144,6 +150,10 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
             if error is not None:
                 problems.append(Problem("CO101", error.reason,  # the finding's location: path:line:column
                                         f"failed to read text proto from {config_path}", error.line, error.column))
+    if config is not None and config.name and config.name != name:  # model_repository_manager.cc
+        message = f"unexpected directory name '{name}' for model '{config.name}', directory name must equal model name"
+        hint = f"Name the directory '{config.name}', or set name: \"{name}\" (or leave name out)."
+        problems.append(Problem("CO101", message, message, hint=hint))
     backend = config.backend if config is not None else ""
     platform = config.platform if config is not None else ""
     runtime = config.runtime if config is not None else ""
