@@ -132,13 +132,15 @@ def test_poisoned_skeleton_in_a_cache_directory_inside_the_repository_does_not_c
     honest = customops([*check, "--cache-dir", str(tmp_path / "honest")], tmp_path)
     assert [f["code"] for f in json.loads(honest.stdout)["findings"]] == ["CO302"], honest.stdout
     (key,) = os.listdir(tmp_path / "honest" / "profiles")
-    poisoned = repository / ".cache" / "profiles" / key
+    (tmp_path / ".git").mkdir()  # the checkout holding the repository; its .cache is beside the models (a hidden
+    cached = tmp_path / ".cache"  # directory inside the repository would be a model to Triton)
+    poisoned = cached / "profiles" / key
     shutil.copytree(tmp_path / "honest" / "profiles" / key, poisoned, symlinks=True)
     shutil.copy(dep, poisoned / "lib" / "x86_64-linux-gnu" / "libdep2.so")
-    for path in (repository / ".cache", repository / ".cache" / "profiles", poisoned):
+    for path in (cached, cached / "profiles", poisoned):
         path.chmod(0o755)  # as git checks directories out
-    for cache in (["--cache-dir", str(repository / ".cache")], []):
-        result = customops([*check, *cache], tmp_path, CUSTOMOPS_CACHE_DIR=str(repository / ".cache"))
+    for cache in (["--cache-dir", str(cached)], []):
+        result = customops([*check, *cache], tmp_path, CUSTOMOPS_CACHE_DIR=str(cached))
         report = json.loads(result.stdout)
         assert result.returncode == 1 and [f["code"] for f in report["findings"]] == ["CO302"], result.stdout
         assert any("inside a model repository or its checkout: not used" in n for n in report["notes"])
