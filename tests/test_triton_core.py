@@ -1,6 +1,6 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 59 scenarios; customops agrees with the core on 46, diverges on 12 (the XFAIL table below, one
+Summary: 59 scenarios; customops agrees with the core on 49, diverges on 9 (the XFAIL table below, one
 reason each), and 1 (a model name in two repositories) is skipped: mini_tritonserver takes one
 --model-repository. When the core aborts (config_pbtxt_is_a_directory: std::length_error) no model is served,
 and only the verdicts are compared.
@@ -262,16 +262,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
     "backend_library_named_like_a_directory":
         "a directory named libtriton_mybackend.so in the backend directory counts as the backend library; the "
         "core picks it and fails: 'unable to load shared library: ...: cannot read file data: Is a directory'",
-    "runtime_library_missing":
-        "CO201's predicted message lists the files searched ('/models/m/1/libother.so' ...); the core lists the "
-        "directories: \"searched: '/models/m/1' '/models/m' '/opt/tritonserver/backends/mybackend' \"",
-    "runtime_absolute_path":
-        "an absolute `runtime` is joined under each search directory ('/models/m/1/opt/tritonserver/...'); the "
-        "core lists the directories only: \"searched: '/models/m/1' '/models/m' '/opt/.../mybackend' \"",
-    "python_based_backend_without_python_backend":
-        "the predicted message says 'unable to find Python backend based backend library' and lists files; the "
-        "core says \"unable to find backend library 'libtriton_python.so' for model 'm', searched: '/models/m/1' "
-        "'/models/m' '/opt/tritonserver/backends/mypy' '/opt/tritonserver/backends/python' \"",
     "no_config_with_auto_complete_disabled":
         "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
         "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "

@@ -69,13 +69,11 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
                 return BackendLookup(candidate, tuple(searched))
         if ctx.container.target is None:
             return BackendLookup(None, tuple(searched), unknown=True)
-        message = (f"unable to find Python backend based backend library 'libtriton_python.so' for model "
-                   f"'{model.name}', searched: " + " ".join(f"'{p}'" for p in searched))
+        message = _not_found("libtriton_python.so", model.name, (*dirs, f"{backend_dir}/python"))
         return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
                                                             file=model.config_path, predicted=message))
     if model.runtime:
-        predicted = (f"unable to find backend library '{libname}' for model '{model.name}', searched: "
-                     + " ".join(f"'{p}'" for p in searched))
+        predicted = _not_found(libname, model.name, dirs)
     else:
         predicted = (f"unable to find backend library for backend '{model.backend}', try specifying runtime on the "
                      "model configuration.")
@@ -92,6 +90,13 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
     return BackendLookup(None, tuple(searched), Finding(
         code, message + _did_you_mean(model, ctx, absent), model=model.name, file=model.config_path,
         predicted=predicted, evidence=tuple(f"searched: {p}" for p in searched)))
+
+
+def _not_found(libname: str, model: str, directories: list[str] | tuple[str, ...]) -> str:
+    """The core's message (backend_model.cc ResolveBackendPaths): each directory searched, quoted and followed
+    by a space, not the files tried."""
+    return (f"unable to find backend library '{libname}' for model '{model}', searched: "
+            + "".join(f"'{d}' " for d in directories))
 
 
 def _did_you_mean(model: Model, ctx: Context, absent: bool) -> str:
