@@ -31,6 +31,16 @@ def container(tree: Path, tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def example(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the bundled example repository with its libraries installed, and the fixture container."""
+    from fixtures.example import install
+
+    repo = tmp_path / "model_repository"
+    shutil.copytree(ROOT / "examples" / "model_repository", repo, ignore=shutil.ignore_patterns("*.so"))
+    return repo, install(repo)
+
+
 @pytest.fixture(scope="session")
 def loader(tree: Path) -> str:
     return str(tree / "bin" / "loader")

@@ -13,19 +13,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft7Validator
 
-from fixtures.example import install
-
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "model_repository"
 SARIF_SCHEMA = ROOT.parent / "shared" / "data" / "sarif-schema-2.1.0.json"
-
-
-@pytest.fixture
-def example(tmp_path):
-    repo = tmp_path / "model_repository"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.so"))
-    container = install(repo)
-    return repo, container
 
 
 def customops(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -7,7 +7,6 @@ import argparse
 import dataclasses
 import io
 import os
-import pty
 import re
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from terminal import run_on_terminal
 
 from customops.cli import build_parser
 from fixtures.example import install
@@ -45,22 +45,7 @@ def customops(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 def on_terminal(*args: str, **env: str) -> str:
     """customops with its standard output on a pseudo-terminal."""
-    master, slave = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "customops", *args], stdout=slave, stderr=subprocess.PIPE,
-                               env=environment(**env), cwd=ROOT)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    process.wait()
-    os.close(master)
-    return b"".join(chunks).decode()
+    return run_on_terminal([sys.executable, "-m", "customops", *args], environment(**env), ROOT)[1]
 
 
 def check(example, *args: str, **env: str) -> subprocess.CompletedProcess:

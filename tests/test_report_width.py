@@ -53,11 +53,12 @@ def test_the_example_report_at_80_columns_wraps_with_hanging_indents(tmp_path):
     80 columns, every continuation of a finding indented under its text, and nothing lost or reordered
     against the report to a pipe, which keeps one line per finding."""
     import os
-    import pty
     import re
     import subprocess
     import sys
     from pathlib import Path
+
+    from terminal import run_on_terminal
 
     from fixtures.example import install
 
@@ -67,21 +68,9 @@ def test_the_example_report_at_80_columns_wraps_with_hanging_indents(tmp_path):
             str(container)]
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(root), "CUSTOMOPS_CACHE_DIR": str(tmp_path),
            "NO_COLOR": "1"}
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(argv, stdout=terminal, stderr=subprocess.PIPE, cwd=root, env=env)
-    os.close(terminal)
-    chunks = []
-    while True:
-        try:
-            data = os.read(controller, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert process.wait(timeout=300) == 1
-    os.close(controller)
-    wrapped = b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
+    status, output = run_on_terminal(argv, env, root)
+    assert status == 1
+    wrapped = output.replace("\r\n", "\n").splitlines()
     plain = subprocess.run(argv, capture_output=True, text=True, cwd=root, env=env, timeout=300).stdout.splitlines()
     assert max(len(line) for line in wrapped) <= 80 < max(len(line) for line in plain)
     starts = re.compile(r"^(CO\d{3} |    \S|──|customops |no findings|note: |FAIL |OK )")

@@ -20,14 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "model_repository"
 
 
-@pytest.fixture
-def example(tmp_path):
-    repo = tmp_path / "model_repository"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.so"))
-    container = install(repo)
-    return repo, container
-
-
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> set[str]:
     """The codes the example reports against the fixture container, with nothing selected or suppressed

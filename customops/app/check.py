@@ -72,6 +72,9 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None
     step_outcomes: list[tuple[LoadStep, StepOutcome]] = []
+    from customops.rules import context as rule_context
+
+    rules = None  # what the rules read, built once (its file facts are read here)
     if container.target is not None:
         target = container.target
         executable = container.server
@@ -84,26 +87,24 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
             scenario = scenario_for(plan, executable, ctx, extra_preload)
             prediction = Linker(target, reader).run(scenario)
             step_outcomes = pair_outcomes(plan, prediction, extra_preload)
-            from customops.rules import context as rule_context
-            from customops.rules import run as run_rules
-
-            findings += run_rules(rule_context.build(plan, ctx, reader, models, prediction, step_outcomes))
+            rules = rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
         notes += [f"assumed: {a}" for a in target.assumptions]
     else:
         notes += [f"not checked: {m}" for m in container.facts.missing]
-        from customops.rules import context as rule_context
+        rules = rule_context.build(plan, ctx, reader, models)
+    if rules is not None:
         from customops.rules import run as run_rules
 
-        findings += run_rules(rule_context.build(plan, ctx, reader, models))
+        findings += run_rules(rules)
     if probe is not None:
         from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
-        from customops.rules import context as rule_context
         from customops.rules import probed
 
         tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in models) else None
         groups = probe_plan(plan, probe)
         probes = rule_context.Probes(tuple(groups), tensorflow)
-        observed = probed.check(rule_context.build(plan, ctx, reader, models, prediction, step_outcomes, probes))
+        base = rules or rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
+        observed = probed.check(replace(base, probes=probes))
         findings = probed.merge(findings, observed)
         notes += probed.notes(probes) + containment_notes(groups)
     findings = _located_in_checkout(findings, models, repositories)

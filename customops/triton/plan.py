@@ -164,3 +164,12 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def preloaded(ctx: Context, paths: tuple[str, ...], loader: str, why: str) -> LoaderResult:
+    """A framework's op libraries preloaded into the server (LD_PRELOAD), with its backend directory on
+    LD_LIBRARY_PATH so that their framework dependencies resolve; `why` says so in search traces."""
+    if not paths:
+        return LoaderResult()
+    steps = tuple(LoadStep(ctx.container_path(p), p, loader, "preload", preload=True) for p in paths)
+    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{loader}",), library_path_for=why)

@@ -4,13 +4,8 @@ on LD_LIBRARY_PATH so that their libtorch dependencies resolve before the backen
 
 from __future__ import annotations
 
-from customops.triton.plan import Context, LoaderResult, LoadStep
+from customops.triton.plan import Context, LoaderResult, preloaded
 
 
 def process(ctx: Context) -> LoaderResult:
-    paths = ctx.manifest.pytorch_ops
-    if not paths:
-        return LoaderResult()
-    steps = tuple(LoadStep(ctx.container_path(p), p, "pytorch", "preload", preload=True) for p in paths)
-    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/pytorch",),
-                        library_path_for="the PyTorch op libraries")
+    return preloaded(ctx, ctx.manifest.pytorch_ops, "pytorch", "the PyTorch op libraries")

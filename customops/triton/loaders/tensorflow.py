@@ -9,19 +9,14 @@ process where the backend has already loaded libtensorflow_framework.so.2 (match
 from __future__ import annotations
 
 from customops.findings import Finding
-from customops.triton.plan import Context, LoaderResult, LoadStep
+from customops.triton.plan import Context, LoaderResult, LoadStep, preloaded
 from customops.triton.repository import Model
 
 CODES = frozenset({"CO104"})  # the findings it emits
 
 
 def process(ctx: Context) -> LoaderResult:
-    paths = ctx.manifest.tensorflow_preload
-    if not paths:
-        return LoaderResult()
-    steps = tuple(LoadStep(ctx.container_path(p), p, "tensorflow", "preload", preload=True) for p in paths)
-    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/tensorflow",),
-                        library_path_for="the TensorFlow preloads")
+    return preloaded(ctx, ctx.manifest.tensorflow_preload, "tensorflow", "the TensorFlow preloads")
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
