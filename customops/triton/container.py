@@ -9,17 +9,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from customops import safeio
+from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_W, PF_X, PT_LOAD
 from customops.errors import InputError
 from customops.linker.target import LinkerTarget, live_target, target_for_root
 from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
 
 if TYPE_CHECKING:  # the ELF reader brings numpy: launch's cached start uses only the dataclasses (layout_only)
     from customops.elf.cache import ElfReader
+    from customops.elf.records import ElfInfo
 
 TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
@@ -116,16 +120,95 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
             glibc = maxima.get("GLIBC")
         else:
             glibcxx, cxxabi = maxima.get("GLIBCXX"), maxima.get("CXXABI")
+    tensorflow = (framework_version(reader, host(f"{backend_dir}/tensorflow/libtensorflow_cc.so.2"), tensorflow_version)
+                  or versioned(f"{backend_dir}/tensorflow", "libtensorflow_framework"))  # the exact one, else the major
     return ContainerFacts(
         triton_version=triton_version,
         backends=backends,
         tensorrt=first_version("libnvinfer"),
         onnxruntime=versioned(f"{backend_dir}/onnxruntime", "libonnxruntime"),
-        tensorflow=versioned(f"{backend_dir}/tensorflow", "libtensorflow_framework"),
-        pytorch=None,
+        tensorflow=tensorflow,
+        pytorch=framework_version(reader, host(f"{backend_dir}/pytorch/libtorch_cpu.so"), torch_version),
         cuda=first_version("libcudart"),
         glibc=glibc, glibcxx=glibcxx, cxxabi=cxxabi,
     )
+
+
+VERSION = re.compile(rb"\d+\.\d+\.\d+[0-9A-Za-z.+-]{0,40}")  # a release, with a pre-release or local part
+
+
+def framework_version(reader: ElfReader, path: str | None, read: Callable[[ElfInfo, Any], str | None],
+                      ) -> str | None:
+    """A framework's exact version, read from its library's bytes by `read` (once per change on disk)."""
+    from customops.elf.parse import open_mapped
+    from customops.errors import ElfError
+
+    if path is None:
+        return None
+    try:
+        info = reader.read(path)
+        data, _ = open_mapped(path)
+        found = reader.facts(info, f"framework-version:{read.__name__}", lambda i: {"version": read(i, data) or ""})
+    except (ElfError, ValueError, IndexError, struct.error):
+        return None
+    return found["version"] or None
+
+
+def _string_at(data: Any, segments: list, address: int) -> str | None:
+    """The NUL-terminated version string at a virtual address (inside a loaded segment's file bytes)."""
+    for seg in segments:
+        if seg.type == PT_LOAD and seg.vaddr <= address < seg.vaddr + seg.filesz:
+            start = seg.offset + address - seg.vaddr
+            end = data.find(b"\0", start, start + 64)
+            match = VERSION.fullmatch(bytes(data[start:end])) if end > start else None
+            return match.group().decode() if match else None
+    return None
+
+
+def tensorflow_version(info: ElfInfo, data: Any) -> str | None:
+    """TF_Version() of libtensorflow_cc.so.2 (TensorFlow's C API) returns TF_VERSION_STRING ("2.21.0"): the
+    address its body loads into the return register (x86-64 `lea rax, [rip + d]`; AArch64 `adrp x0` then
+    `add x0, x0, #lo`), read from the file."""
+    from customops.elf.header import program_headers, read_header
+
+    found = info.symbols.lookup(b"TF_Version")
+    if not found:
+        return None
+    entry = int(info.symbols.entries["st_value"][found[0]])
+    segments = program_headers(data, read_header(data, info.path), info.path)
+    code = next((bytes(data[s.offset + entry - s.vaddr:s.offset + entry - s.vaddr + 32]) for s in segments
+                 if s.type == PT_LOAD and s.flags & PF_X and s.vaddr <= entry < s.vaddr + s.filesz), b"")
+    if info.machine_code == EM_X86_64:
+        at = code.find(b"\x48\x8d\x05")  # lea rax, [rip + disp32]
+        if at >= 0:
+            return _string_at(data, segments, entry + at + 7 + struct.unpack_from("<i", code, at + 3)[0])
+    elif info.machine_code == EM_AARCH64:
+        words = struct.unpack_from("<8I", code.ljust(32, b"\0"))
+        for i, word in enumerate(words[:-1]):
+            add = words[i + 1]
+            if word & 0x9F00001F == 0x90000000 and add & 0xFFC003FF == 0x91000000:  # adrp x0; add x0, x0
+                page = ((word >> 29 & 3) | (word >> 3 & 0x1FFFFC)) << 12
+                page -= (1 << 33) if page & (1 << 32) else 0
+                return _string_at(data, segments, ((entry + 4 * i) & ~0xFFF) + page + (add >> 10 & 0xFFF))
+    return None
+
+
+def torch_version(info: ElfInfo, data: Any) -> str | None:
+    """TORCH_VERSION ("2.13.0") in libtorch_cpu.so: the ONNX exporter's producer version, stored as a string
+    right after its producer name "pytorch" (torch/csrc/jit/serialization/export.cpp) in the read-only data."""
+    from customops.elf.header import program_headers, read_header
+
+    for seg in program_headers(data, read_header(data, info.path), info.path):
+        if seg.type != PT_LOAD or seg.flags & PF_W:  # read-only data (with the code where not separate)
+            continue
+        start, end = seg.offset, seg.offset + seg.filesz
+        while (at := data.find(b"\0pytorch\0", start, end)) >= 0:
+            near = bytes(data[at + 9:at + 9 + 96]).split(b"\0")
+            version = next((w for w in near if VERSION.fullmatch(w)), None)
+            if version:
+                return version.decode()
+            start = at + 1
+    return None
 
 
 def _read_text(path: str) -> str | None:
