@@ -5,6 +5,8 @@ Vague-linkage duplicates (weak, same size) are the norm in C++ and are not repor
 strong definitions a preload imposes on other libraries (CO401), strong duplicates between the custom
 libraries of one scope (CO402), data objects whose sizes differ (CO403), an op library's copies of its
 framework's symbols (CO404, info), GNU_UNIQUE merging (CO405), and one SONAME for two files (CO407).
+Preloaded protobuf descriptor tables that make a library register a file twice are CO406, from
+customops.rules.descriptors.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import defaultdict
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding
+from customops.rules import descriptors
 from customops.rules.context import RuleContext
 
 CODES = frozenset({"CO401", "CO402", "CO403", "CO404", "CO405", "CO407"})
@@ -62,7 +65,7 @@ def check(ctx: RuleContext) -> list[Finding]:
                     pairs[("CO404", op_library, framework)].append(symbol)
     for (code, first, second), symbols in sorted(pairs.items()):
         findings.append(_pair(code, first, second, sorted({demangle(s) for s in symbols}), custom))
-    return findings + _same_soname(ctx, custom)
+    return findings + _same_soname(ctx, custom) + descriptors.check(ctx)
 
 
 def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:

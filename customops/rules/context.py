@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from customops.elf.cache import ElfReader
-from customops.inspect import files
+from customops.inspect import files, protobuf_descriptors
+from customops.inspect.protobuf_descriptors import DescriptorFacts
 from customops.inspect.registrations import Registration
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
@@ -42,6 +43,7 @@ class FileFacts:
     torchscript_calls: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # archive -> ops
     onnx_ops: Mapping[str, ModelOps] = field(default_factory=dict)  # model file -> (used, model-local)
     frameworks: Mapping[str, FrameworkStrings] = field(default_factory=dict)  # "pytorch", "onnxruntime"
+    descriptors: Mapping[str, DescriptorFacts] = field(default_factory=dict)  # preloads exporting protobuf tables
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         identities=files.identities([*loaded, *custom]) if prediction is not None else {},
         digests=files.digests(custom),
         registrations=files.registrations(custom, reader),
-        setuid_server=_setuid_server(triton))
+        setuid_server=_setuid_server(triton),
+        descriptors=protobuf_descriptors.read([s.source for s in plan.preloads], reader))
     if triton.container.target is not None and triton.container.facts.source == "root":
         facts = _with_model_facts(facts, models, triton)
     return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes)
