@@ -4,8 +4,9 @@ customops never imports this module: customops/probe/frameworks.py hands its tex
 (customops/probe/sandbox_child.py's run_script), which calls main(emit, args) in the loader process of the
 probe interpreter. It needs nothing but the standard library and ctypes and runs on Python 3.8 and later.
 
-args: the framework ("none", "torch", "tensorflow" or "onnxruntime"), the libonnxruntime.so ("" for the
-others), then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
+args: the framework ("none", "torch", "tensorflow" or "onnxruntime"), the framework's C-API library (the
+libonnxruntime.so for "onnxruntime"; for "tensorflow" a libtensorflow_cc.so.2, or "" for the Python package;
+"" for the others), then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
 for each library REGISTERED (library, name) for every name the registry gained, then LOADED (library); or
 FAILED (message) for the first library whose load call raised, and nothing after it; or UNAVAILABLE
 (message) when the framework cannot be imported (exit status 3).
@@ -26,10 +27,10 @@ def main(emit: Callable[..., None], args: list[str]) -> int:
     """Load every library, stopping at the first failure; the exit status."""
     framework, runtime, paths = args[0], args[1], args[2:]
     try:
-        if framework in ("torch", "tensorflow"):
-            __import__(framework)
-        elif framework == "onnxruntime":
+        if runtime and framework in ("tensorflow", "onnxruntime"):
             ctypes.CDLL(runtime, mode=LOCAL)
+        elif framework in ("torch", "tensorflow"):
+            __import__(framework)
     except (ImportError, OSError) as exc:
         emit("UNAVAILABLE", one_line(exc))
         return UNAVAILABLE_EXIT
@@ -98,6 +99,67 @@ class Tensorflow(Dlopen):
     def load(self, path: str) -> set[str]:
         ops = self.op_list.FromString(self.session.TF_GetOpList(self.session.TF_LoadLibrary(path)))
         return {op.name for op in ops.op}
+
+
+class TensorflowBuffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t), ("dealloc", ctypes.c_void_p)]
+
+
+def varint(data: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        value, shift, at = value | (byte & 0x7F) << shift, shift + 7, at + 1
+        if byte < 0x80:
+            return value, at
+
+
+def fields(data: bytes) -> Any:
+    """(field number, bytes) for every length-delimited field of a protobuf message; others skipped."""
+    at = 0
+    while at < len(data):
+        key, at = varint(data, at)
+        kind = key & 7
+        if kind == 0:
+            _, at = varint(data, at)
+        elif kind in (1, 5):
+            at += 8 if kind == 1 else 4
+        elif kind == 2:
+            size, at = varint(data, at)
+            yield key >> 3, data[at:at + size]
+            at += size
+        else:
+            raise ValueError(f"unexpected protobuf wire type {kind}")
+
+
+def op_names(op_list: bytes) -> set[str]:
+    """The names of an OpList's ops (tensorflow/core/framework/op_def.proto: OpList.op = 1, OpDef.name = 1)."""
+    return {name.decode() for number, op in fields(op_list) if number == 1 for n, name in fields(op) if n == 1}
+
+
+class TensorflowC(Dlopen):
+    """TensorFlow's own C API through ctypes, as Triton's TensorFlow backend loads a model's op libraries
+    (TF_LoadLibrary), so no Python package is needed: the container's libtensorflow_cc.so.2 (which brings its
+    libtensorflow_framework.so.2) loads them; TF_GetOpList gives the ops each library registered."""
+
+    def __init__(self, runtime: str, emit: Callable[..., None]) -> None:
+        tf = ctypes.CDLL(runtime, mode=LOCAL)  # dlsym on its handle also finds what its dependencies define
+        tf.TF_Version.restype = ctypes.c_char_p
+        tf.TF_NewStatus.restype = ctypes.c_void_p
+        tf.TF_GetCode.restype, tf.TF_GetCode.argtypes = ctypes.c_int, (ctypes.c_void_p,)
+        tf.TF_Message.restype, tf.TF_Message.argtypes = ctypes.c_char_p, (ctypes.c_void_p,)
+        tf.TF_LoadLibrary.restype, tf.TF_LoadLibrary.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_void_p)
+        tf.TF_GetOpList.restype, tf.TF_GetOpList.argtypes = TensorflowBuffer, (ctypes.c_void_p,)
+        emit("VERSION", tf.TF_Version().decode())
+        self.tf = tf
+
+    def load(self, path: str) -> set[str]:
+        status = self.tf.TF_NewStatus()
+        library = self.tf.TF_LoadLibrary(path.encode(), status)
+        if self.tf.TF_GetCode(status) != 0 or not library:
+            raise RuntimeError((self.tf.TF_Message(status) or b"").decode(errors="replace"))
+        found = self.tf.TF_GetOpList(library)
+        return op_names(ctypes.string_at(found.data, found.length) if found.data else b"")
 
 
 # Slots of ONNX Runtime's OrtApi (include/onnxruntime/core/session/onnxruntime_c_api.h; the struct is
@@ -223,7 +285,7 @@ def loader_for(framework: str, runtime: str, emit: Callable[..., None]) -> Dlope
     if framework == "torch":
         return Torch(emit)
     if framework == "tensorflow":
-        return Tensorflow(emit)
+        return TensorflowC(runtime, emit) if runtime else Tensorflow(emit)
     if framework == "onnxruntime":
         return OnnxRuntime(runtime, emit)
     return Dlopen()

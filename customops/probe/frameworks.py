@@ -53,6 +53,8 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     "onnxruntime" registers them all into one session's options through `runtime` (a libonnxruntime.so;
     default: the one in `python`'s onnxruntime package), reports "domain:op" names, and then creates a
     session, which is when ONNX Runtime rejects conflicting registrations (customops/probe/child_load.py).
+    "tensorflow" with a `runtime` (a libtensorflow_cc.so.2, e.g. the container's) calls its C API's
+    TF_LoadLibrary through ctypes instead of importing `python`'s tensorflow package.
 
     A library runs in the loader's own process, so it could, by reading the loader's memory, learn the
     nonce and forge what the loader reports; a library that only prints the protocol, or writes it to
@@ -65,15 +67,16 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
         if runtime is None:
             message = f"{python} has no onnxruntime package with a libonnxruntime.so"
             return tuple(ProbeResult(p, ProbeStatus.UNAVAILABLE, message, None, "", ()) for p in paths)
-    readable = (*paths, runtime) if runtime else paths
+    runtime = runtime if framework in ("onnxruntime", "tensorflow") else None
+    readable = (*paths, *_runtime_files(runtime)) if runtime else paths
     run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
     found = _Reported(run, timeout)
     if run.error is not None:
         return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"the probe's sandbox failed: {run.error}")
                      for p in paths)
     if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
-        return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"{python} cannot load {framework}: {unavailable}")
-                     for p in paths)
+        return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"{python} cannot load {runtime or framework}: "
+                                  f"{unavailable}") for p in paths)
     return found.each(paths)
 
 
@@ -138,6 +141,12 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def _runtime_files(runtime: str) -> tuple[str, ...]:
+    """The C-API library and the framework library it needs beside it (TensorFlow's), which the loader reads."""
+    beside = os.path.join(os.path.dirname(runtime), "libtensorflow_framework.so.2")
+    return (runtime, beside) if os.path.basename(runtime).startswith("libtensorflow_cc") else (runtime,)
 
 
 def _tagged(messages: tuple[tuple[str, ...], ...], tag: str) -> str | None:

@@ -36,7 +36,7 @@ class ProbedGroup:
     framework: str  # torch | tensorflow | onnxruntime
     model: str | None  # the ONNX model whose session the libraries share
     steps: tuple[LoadStep, ...]
-    runtime: str | None  # the libonnxruntime.so that registered them (onnxruntime only)
+    runtime: str | None  # the C-API library that loaded them (libonnxruntime.so, libtensorflow_cc.so.2), if one did
     alone: tuple[ProbeResult, ...]  # each library in its own process
     together: tuple[ProbeResult, ...]  # all of them, in load order, in one process
 
@@ -78,16 +78,50 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     probed = []
     for framework, model, steps in groups(plan):
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
-        runtime = settings.onnxruntime_library
-        if framework == "onnxruntime" and runtime is None:
-            runtime = onnxruntime_library(settings.python)
-        # What the answer depends on: the op libraries, and the framework (its package, or ORT's library).
-        identity = runtime if framework == "onnxruntime" else package_file(settings.python, framework)
         sources = tuple(s.source for s in steps)
-        alone = tuple(cached_results(settings, framework, runtime, identity, (source,))[0] for source in sources)
-        together = cached_results(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
-        probed.append(ProbedGroup(framework, model, steps, runtime, alone, together))
+        group = None
+        for runtime in runtimes(plan, settings, framework):
+            # What the answer depends on: the op libraries, and the framework (its C-API library or package).
+            identity = runtime or package_file(settings.python, framework)
+            alone = tuple(cached_results(settings, framework, runtime, identity, (source,))[0] for source in sources)
+            together = cached_results(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
+            group = ProbedGroup(framework, model, steps, runtime, alone, together)
+            if not group.unavailable:
+                break  # else the next candidate: the container's library may not load on this machine
+        assert group is not None
+        probed.append(group)
     return probed
+
+
+def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[str | None]:
+    """The frameworks to probe with, best first: the container's own (the C-API library beside the backend
+    the plan loads: libonnxruntime.so, libtensorflow_cc.so.2), then `settings.python`'s (None: its package;
+    ONNX Runtime: the library in it). --probe-onnxruntime, when given, is the only ONNX Runtime."""
+    if framework == "onnxruntime" and settings.onnxruntime_library is not None:
+        return [settings.onnxruntime_library]
+    found: list[str | None] = [library for library in (container_library(plan, framework),) if library]
+    if framework == "onnxruntime":
+        found.append(onnxruntime_library(settings.python) or None)
+    elif framework == "tensorflow":
+        found.append(None)
+    return found or [None]
+
+
+def container_library(plan: LoadPlan, framework: str) -> str | None:
+    """The container's C-API library of `framework` (a host path), beside the backend library the plan loads."""
+    stems = {"onnxruntime": ("onnxruntime", "libonnxruntime.so"), "tensorflow": ("tensorflow", "libtensorflow_cc.so")}
+    if framework not in stems:
+        return None
+    backend, stem = stems[framework]
+    for step in (*plan.preloads, *plan.dlopens):
+        if step.purpose == "backend library" and os.path.basename(step.source) == f"libtriton_{backend}.so":
+            folder = os.path.dirname(step.source)
+            paths = [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
+            found = [p for p in paths if os.path.basename(p).startswith(stem) and os.path.isfile(p)
+                     and not os.path.islink(p)]  # a file of the container's, not where a link points on this host
+            if found:
+                return found[0]
+    return None
 
 
 def cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> list[str] | None:

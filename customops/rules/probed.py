@@ -6,8 +6,11 @@
 - CO408: a model uses ops that its probed libraries do not register (an ONNX model's domain:op, a
   TorchScript model's ns::op in a namespace the libraries do define, a SavedModel's or GraphDef's op type
   that TensorFlow does not know once the op libraries are loaded).
-- CO409: a library fails to load with the real framework even alone.
-- CO507: the framework that probed is not the container's version.
+- CO409: a library fails to load with the real framework even alone; an error only when that framework is
+  the container's version: with another one (CO507) the failure is shown as information, evidence that
+  the container's own framework may or may not reproduce.
+- CO507: the framework that probed is not the container's version (both versions named, and the libraries
+  that failed to load with it).
 A static finding that a probe confirms is kept, with the probe's observation added to its evidence.
 """
 
@@ -41,7 +44,7 @@ def check(ctx: RuleContext) -> list[Finding]:
         observed += _unregistered_tensorflow(probes.tensorflow, ctx.models)
     for group in probes.groups:
         if not group.unavailable:
-            observed += _failures(group) + _shadowed(group)
+            observed += _failures(group, _other_version(group, ctx.triton)) + _shadowed(group)
     return observed + _versions(list(probes.groups), ctx.triton) + _unregistered(list(probes.groups), ctx.models)
 
 
@@ -58,7 +61,8 @@ def notes(probes: Probes) -> list[str]:
             continue
         where = f" for model '{group.model}'" if group.model else ""
         found.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
-                     f"{where} with {group.framework} {group.version}")
+                     f"{where} with {group.framework} {group.version}"
+                     + (f" ({group.runtime})" if group.runtime and group.framework == "tensorflow" else ""))
     return found
 
 
@@ -66,15 +70,31 @@ def _label(group: ProbedGroup) -> str:
     return f"{group.framework} {group.version}".strip()
 
 
-def _failures(group: ProbedGroup) -> list[Finding]:
+def _other_version(group: ProbedGroup, ctx: Context) -> str | None:
+    """The container's version of the group's framework when the probe's framework is another one (CO507)."""
+    expected = getattr(ctx.container.facts, CONTAINER_FRAMEWORK[group.framework], None)
+    probed = group.version.split("+")[0]
+    if not expected or not probed or probed.split(".")[:len(expected.split("."))] == expected.split("."):
+        return None
+    return str(expected)
+
+
+def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
+    """CO409 for each library that fails alone (information, not an error, when the probe's framework is
+    not the container's version `other`); CO406 for one that fails only after the others."""
     found = []
     members = group.members()
     for index, (step, alone, together) in enumerate(members):
         if alone.status in FAILURES:
+            differs = (f"{group.framework} {group.version} is not the container's {other}: this failure is evidence "
+                       "for the container's framework, not a verdict",) if other else ()
             found.append(Finding(
-                "CO409", f"{step.path} fails to load with {_label(group)}: {alone.message}", model=step.model,
+                "CO409", f"{step.path} fails to load with {_label(group)}"
+                         f"{f' (the container ships {other})' if other else ''}: {alone.message}",
+                severity=Severity.INFO if other else None, model=step.model,
                 library=step.path, file=step.source, predicted=alone.message,
-                evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",)))
+                evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",
+                          *differs)))
         elif together.status in FAILURES:
             earlier = group.steps[:index]
             shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
@@ -114,18 +134,25 @@ def _shadowed(group: ProbedGroup) -> list[Finding]:
 
 
 def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
+    """CO507 once per framework whose probes ran with another version than the container's: both versions,
+    the library that probed, and the libraries that failed to load with it (CO409, shown as information)."""
     found, seen = [], set()
     for group in groups:
-        expected = getattr(ctx.container.facts, CONTAINER_FRAMEWORK[group.framework], None)
-        probed = group.version.split("+")[0]
-        if not expected or not probed or group.framework in seen:
+        expected = _other_version(group, ctx)
+        if expected is None or group.framework in seen or group.unavailable:
             continue
         seen.add(group.framework)
-        if probed.split(".")[:len(expected.split("."))] != expected.split("."):
-            found.append(Finding(
-                "CO507", f"the probes loaded {group.framework} op libraries with {group.framework} {group.version}; "
-                         f"the container ships {expected}: what they register and how they fail may differ",
-                version=group.version, evidence=(f"container: {CONTAINER_FRAMEWORK[group.framework]} {expected}",)))
+        same = [g for g in groups if g.framework == group.framework and not g.unavailable]
+        failed = sorted({s.path for g in same for s, alone, _ in g.members() if alone.status in FAILURES})
+        found.append(Finding(
+            "CO507", f"the probes loaded {group.framework} op libraries with {group.framework} {group.version}; "
+                     f"the container ships {expected}: what they register and how they fail may differ",
+            version=group.version,
+            evidence=(f"container: {CONTAINER_FRAMEWORK[group.framework]} {expected}",
+                      f"probed with: {group.framework} {group.version}"
+                      + (f" ({group.runtime})" if group.runtime else " (the probe interpreter's package)"),
+                      *([f"failed to load with {group.framework} {group.version} (CO409, information): "
+                         + ", ".join(failed)] if failed else []))))
     return found
 
 
