@@ -194,7 +194,10 @@ _TABLE = (
     Code("CO409", E, "a library fails to load with the real framework",
          "With --probe: the op library, loaded alone in an isolated child process the way its framework loads "
          "op libraries (torch.ops.load_library, TF_LoadLibrary, ONNX Runtime's RegisterCustomOps), fails, "
-         "crashes or hangs. The message is the framework's own.",
+         "crashes or hangs. The message is the framework's own. TensorFlow and ONNX Runtime probes use the "
+         "container's own library where it loads on this machine. When the framework that probed is not the "
+         "container's version (CO507), the failure is reported as info, not an error: it is evidence about "
+         "another version, not a verdict on the container's.",
          "The same failure at model load in the server (or a crash of the whole server for an abort).",
          "Fix what the message names; if the probing interpreter is not the container's framework (CO507), "
          "probe with one that is (--probe-python)."),
@@ -227,7 +230,9 @@ _TABLE = (
          "Build against the core repository tag that matches the server release.", emitted=False),
     Code("CO507", N, "the probing framework is not the container's version",
          "With --probe: the torch, tensorflow or onnxruntime that loaded the op libraries has another version "
-         "than the container's framework.",
+         "than the container's framework (read from its files: TF_Version() of libtensorflow_cc.so.2, "
+         "TORCH_VERSION in libtorch_cpu.so, libonnxruntime.so's file name). It names both versions and the "
+         "libraries that failed to load with the other one (CO409, then info).",
          "Registrations and failures observed by the probes may differ from the server's.",
          "Probe with the container's framework: run inside the container, or pass --probe-python (and "
          "--probe-onnxruntime) pointing at matching versions."),
