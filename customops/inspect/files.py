@@ -15,11 +15,16 @@ from collections.abc import Iterable
 
 from customops import safeio
 from customops.elf.cache import ElfReader
+from customops.elf.constants import PF_W, PF_X, PT_LOAD
+from customops.elf.header import program_headers, read_header, section_headers
+from customops.elf.parse import open_mapped
 from customops.elf.symtab import symtab_strings
 from customops.errors import ElfError, InputError
 from customops.inspect.onnxmodel import model_ops
-from customops.inspect.registrations import Registration, static_registrations
+from customops.inspect.registrations import Registration, static_registrations, torch_op_library
 
+SHT_PROGBITS, SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 0x1, 0x2, 0x4  # elf.h
+SCHEMA_ARROW = b") -> "  # in every op schema string (customops.inspect.registrations.TORCH_SCHEMA)
 TORCHSCRIPT_OP = re.compile(rb"\bops\.(\w+)\.(\w+)\(")
 
 
@@ -63,10 +68,41 @@ def registrations(paths: Iterable[str], reader: ElfReader) -> dict[str, tuple[Re
     found: dict[str, tuple[Registration, ...]] = {}
     for path in paths:
         try:
-            found[path] = tuple(static_registrations(reader.read(path), symtab_strings(path, b"TORCH_LIBRARY")))
+            info = reader.read(path)
+            found[path] = (*static_registrations(info, symtab_strings(path, b"TORCH_LIBRARY")),
+                           *torch_op_library(info, readonly_strings(path, SCHEMA_ARROW)))
         except ElfError:
             found[path] = ()
     return found
+
+
+def readonly_strings(path: str, needle: bytes, longest: int = 4096) -> list[bytes]:
+    """The NUL-terminated strings containing `needle` in the read-only data a stripped library keeps: its
+    allocated, read-only, non-executable PROGBITS sections (.rodata and the like), or, without section
+    headers, its read-only non-executable PT_LOAD segments. Each string at most `longest` bytes."""
+    data, _identity = open_mapped(path)
+    try:
+        header = read_header(data, path)
+        sections = section_headers(data, header)
+        if sections:
+            ranges = [(s.offset, s.offset + s.size) for s in sections if s.type == SHT_PROGBITS
+                      and s.flags & (SHF_ALLOC | SHF_WRITE | SHF_EXECINSTR) == SHF_ALLOC]
+        else:
+            ranges = [(p.offset, p.offset + p.filesz) for p in program_headers(data, header, path)
+                      if p.type == PT_LOAD and not p.flags & (PF_W | PF_X)]
+    except ElfError:
+        return []
+    found: dict[bytes, None] = {}
+    for begin, end in ranges:
+        end = min(end, len(data))
+        at = data.find(needle, begin, end)
+        while at != -1:
+            start = max(data.rfind(b"\0", max(begin, at - longest), at) + 1, begin, at - longest)
+            stop = data.find(b"\0", at, min(end, at + longest))
+            if stop != -1:
+                found[bytes(data[start:stop])] = None
+            at = data.find(needle, (stop if stop != -1 else at) + 1, end)
+    return list(found)
 
 
 def torchscript_ops(archive: str) -> set[tuple[str, str]]:

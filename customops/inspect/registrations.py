@@ -1,10 +1,18 @@
 """What a library registers with its framework, read statically (no code runs), with a confidence.
 
-- Torch: TORCH_LIBRARY / TORCH_LIBRARY_FRAGMENT / TORCH_LIBRARY_IMPL blocks leave local symbols in `.symtab`
+- Torch: TORCH_LIBRARY / TORCH_LIBRARY_FRAGMENT / TORCH_LIBRARY_IMPL blocks, and their stable-ABI forms
+  STABLE_TORCH_LIBRARY* (torch/csrc/stable/library.h), leave local symbols in `.symtab`
   (`TORCH_LIBRARY_init_<ns>`, `TORCH_LIBRARY_static_init_<ns>`, `..._FRAGMENT_..._<ns>_<n>`,
-  `..._IMPL_..._<ns>_<DispatchKey>_<n>`); names are found in the raw `.strtab` and demangled. Exact while
-  `.symtab` is there; a stripped library says nothing (the macros' static initialisers are local symbols,
-  torch/library.h).
+  `..._IMPL_..._<ns>_<DispatchKey>_<n>`, each also with the prefix `STABLE_`); names are found in the raw
+  `.strtab` and demangled. Exact while `.symtab` is there; stripping removes them (the macros' static
+  initialisers are local symbols). What a stripped library still carries:
+  - its imports in `.dynsym`: the registration API it calls (torch::Library's constructor and `_def`, or
+    the stable C shims `aoti_torch_library_init_{def,fragment,impl}` and `aoti_torch_library_def`), so
+    whether it registers, and whether it defines schemas (loading it twice then aborts); the namespace is
+    an argument, not a symbol;
+  - schema strings (`op(Tensor x) -> Tensor`, `ns::op.overload(...) -> ...`) in its read-only data: the
+    stable ABI passes each as a C string literal, so they are there whole; torch::Library's `def` takes a
+    std::string that g++ may build from immediates at -O2, so there they may be missing (never invented).
 - ONNX Runtime: the `RegisterCustomOps` export ORT dlsym()s (exact).
 - TensorRT: imports of `getPluginRegistry` or the TensorRT 10 plugin-library exports (`getCreators`,
   `getPluginCreators`, `setLoggerFinder`) mark a plugin library; creator names are not readable statically.
@@ -15,12 +23,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from customops.elf.demangle import demangle
 from customops.elf.records import ElfInfo
 
-TORCH_BLOCK = re.compile(r"\bTORCH_LIBRARY(?:_(FRAGMENT|IMPL))?_(?:static_)?init_(\w+)")
+TORCH_BLOCK = re.compile(r"\b(STABLE_)?TORCH_LIBRARY(?:_(FRAGMENT|IMPL))?_(?:static_)?init_(\w+)")
+# An op schema as torch parses it (FunctionSchema): [ns::]name[.overload](arguments) -> returns
+TORCH_SCHEMA = re.compile(rb"(?:([A-Za-z_]\w*)::)?([A-Za-z_]\w*)(?:\.(\w+))?\(([^()]|\([^()]*\))*\) -> \S.*")
+# Imports that mark a Torch op library: the classic API (libtorch_cpu) and the stable C shims
+TORCH_REGISTERS = (b"5torch7LibraryC1E", b"5torch7LibraryC2E", b"aoti_torch_library_init_def",
+                   b"aoti_torch_library_init_fragment", b"aoti_torch_library_init_impl")
+TORCH_DEFINES = (b"5torch7Library4_def", b"aoti_torch_library_def", b"torch_library_def_with_tags")
+STABLE_SHIMS = (b"aoti_torch_library_init_def", b"aoti_torch_library_init_fragment", b"aoti_torch_library_init_impl")
 TRT_PLUGIN_EXPORTS = (b"getCreators", b"getPluginCreators", b"setLoggerFinder")
 
 
@@ -32,22 +48,38 @@ class Registration:
     library: str
     confidence: str  # "exact" or "inferred"
     source: str = "static"
+    api: str = ""  # Torch: "stable" for STABLE_TORCH_LIBRARY* (the C shims), "" for torch::Library
+    blocks: tuple[str, ...] = ()  # Torch op-library, stable ABI: the block kinds its imported shims allow
+
+
+def torch_schemas(strings: Iterable[bytes]) -> list[tuple[str, str]]:
+    """(namespace or "", name[.overload]) of each string that is a whole op schema, in order, once each."""
+    found: dict[tuple[str, str], None] = {}
+    for text in strings:
+        match = TORCH_SCHEMA.fullmatch(text)
+        if match:
+            ns, name, overload = (g.decode() if g else "" for g in match.groups()[:3])
+            found[(ns, f"{name}.{overload}" if overload else name)] = None
+    return list(found)
 
 
 def static_registrations(info: ElfInfo, local_names: list[bytes]) -> list[Registration]:
+    """What `info`'s library registers: Torch blocks from its `.symtab` names (`local_names`, those containing
+    TORCH_LIBRARY), the other frameworks' from its dynamic symbols; see also torch_op_library()."""
     found: list[Registration] = []
     torch = {}
     for raw in local_names:
         match = TORCH_BLOCK.search(demangle(raw))  # e.g. (anonymous namespace)::TORCH_LIBRARY_init_ns(...)
         if not match:
             continue
-        kind = {None: "namespace", "FRAGMENT": "fragment", "IMPL": "impl"}[match.group(1)]
-        name = match.group(2)
+        api = "stable" if match.group(1) else ""
+        kind = {None: "namespace", "FRAGMENT": "fragment", "IMPL": "impl"}[match.group(2)]
+        name = match.group(3)
         if kind != "namespace":
             name = re.sub(r"_\d+$", "", name)  # the per-translation-unit counter
         if kind == "impl":
             name = name.rsplit("_", 1)[0]  # the dispatch key (CPU, Meta, ...) has no underscore
-        torch[(kind, name)] = Registration("torch", kind, name, info.path, "exact")
+        torch[(kind, name)] = Registration("torch", kind, name, info.path, "exact", "symtab", api)
     found += torch.values()
     symbols = info.symbols
     exported = set(symbols.names(symbols.exported_mask.nonzero()[0]))
@@ -59,4 +91,27 @@ def static_registrations(info: ElfInfo, local_names: list[bytes]) -> list[Regist
     if any(b"OpDefBuilderWrapper" in n or b"10tensorflow11OpRegistry" in n or b"10tensorflow10RegisterOp" in n
            for n in imported):
         found.append(Registration("tensorflow", "op-library", "", info.path, "inferred"))
+    return found
+
+
+def torch_op_library(info: ElfInfo, strings: Sequence[bytes]) -> list[Registration]:
+    """What a Torch op library registers as far as its imports and read-only `strings` tell, `.symtab` or not:
+    an `op-library` registration (name "") when it imports the API that defines schemas, and one `schema`
+    registration per schema string, named `ns::op` where the schema says its namespace, `op` where it does not.
+    The imports bound the kinds of its blocks, no more: the stable StableLibrary constructor calls the shim of
+    each kind on one branch, so a library may import all three and use one; one it does not import it cannot
+    use (`blocks`). torch::Library takes the kind as an argument: nothing is told there."""
+    symbols = info.symbols
+    imported = set(symbols.names(symbols.undefined_mask.nonzero()[0]))
+    path = info.path
+    if not any(marker in name for name in imported for marker in TORCH_REGISTERS):
+        return []
+    api = "stable" if imported & set(STABLE_SHIMS) else ""
+    kinds = zip(STABLE_SHIMS, ("namespace", "fragment", "impl"), strict=True)
+    blocks = tuple(kind for shim, kind in kinds if shim in imported)
+    found = []
+    if any(marker in name for name in imported for marker in TORCH_DEFINES):
+        found.append(Registration("torch", "op-library", "", path, "inferred", "dynsym", api, blocks))
+        found += [Registration("torch", "schema", f"{ns}::{op}" if ns else op, path, "inferred", "rodata", api)
+                  for ns, op in torch_schemas(strings)]
     return found

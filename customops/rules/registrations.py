@@ -3,7 +3,12 @@
 CO406, two libraries one server process loads register the same thing; what happens is the framework's
 own rule:
 - Torch: a second TORCH_LIBRARY for a namespace aborts the process inside dlopen (FRAGMENT and IMPL blocks
-  are fine): predicted from the `.symtab` namespaces.
+  are fine), a second STABLE_TORCH_LIBRARY crashes it (the stable shim's error is ignored, the library handle
+  stays null): predicted from the `.symtab` namespaces. A schema defined twice aborts it too ("Tried to
+  register an operator ... multiple times"), so one Torch op library loaded from two paths (same content:
+  every registration runs again) always kills the server, stripped or not; two builds that define one
+  schema (namespace from `.symtab` or the schema, op from the schema strings) do too. Where a stripped
+  library's namespaces cannot be read, a shared op name is only a warning.
 - TensorFlow: an op library loaded again from another path (same content) registers nothing: its ops are
   silently dropped.
 - ONNX Runtime: the same custom-op library twice for one model (one session) fails at session creation.
@@ -21,6 +26,7 @@ from typing import Any
 
 from customops.codes import Severity
 from customops.findings import Finding
+from customops.inspect.registrations import Registration
 from customops.rules.context import RuleContext
 from customops.triton.plan import LoadStep
 
@@ -29,10 +35,28 @@ NEEDS_PREDICTION = False
 
 
 def check(ctx: RuleContext) -> list[Finding]:
-    steps = list(ctx.custom_steps)
+    steps = _distinct_files(list(ctx.custom_steps), ctx)
     registrations = {step: ctx.files.registrations.get(step.source, ()) for step in steps}
-    return (_torch(steps, registrations) + _copies(steps, registrations, ctx)
+    torch = _torch(steps, registrations)
+    torch += _torch_copies(steps, registrations, ctx, {f.library for f in torch})
+    torch += _torch_schemas(steps, registrations, ctx, {f.library for f in torch})
+    return (torch + _copies(steps, registrations, ctx)
             + _unregistered_torch_ops(ctx, registrations) + _unregistered_onnx_domains(ctx))
+
+
+def _distinct_files(steps: list[LoadStep], ctx: RuleContext) -> list[LoadStep]:
+    """The steps less those naming a file loaded already: ld.so maps one file (device, inode) once, whatever
+    its path (_dl_file_id_match_p), so its registrations run once. Identities are known with a prediction."""
+    seen: set[tuple[int, int]] = set()
+    kept = []
+    for step in steps:
+        identity = ctx.files.identities.get(step.source)
+        if identity is not None and identity in seen:
+            continue
+        if identity is not None:
+            seen.add(identity)
+        kept.append(step)
+    return kept
 
 
 def duplicate_registration(message: str, **about: Any) -> Finding:
@@ -47,12 +71,22 @@ def unregistered_ops(message: str, **about: Any) -> Finding:
 
 def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Finding]:
     """CO408: a TorchScript model calls ops of a namespace that neither a loaded op library nor the
-    container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op"."""
+    container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op". A loaded
+    library registers a namespace when its `.symtab` shows a (STABLE_)TORCH_LIBRARY or _FRAGMENT block for it,
+    or, stripped, when it defines the schema of an op called there; nothing is claimed while a loaded op
+    library has neither (stripped, schemas not readable)."""
     framework = ctx.files.frameworks.get("pytorch")
     if framework is None:
         return []  # the framework's own libraries are needed to tell built-in namespaces from missing ones
     registered = {r.name for found in registrations.values() for r in found
                   if r.framework == "torch" and r.kind in ("namespace", "fragment")}
+    libraries = [found for found in registrations.values() if _op_library(found) is not None]
+    if any(not _schemas(found) and not any(r.source == "symtab" for r in found) for found in libraries):
+        return []  # a stripped op library whose schemas are not readable may register any namespace
+    schemas: set[tuple[str, str]] = set()  # (namespace or "" where not readable, op without overload)
+    for found in libraries:
+        known, unknown = _namespaced_ops(found)
+        schemas |= {(ns, op.split(".")[0]) for ns, op in known} | {("", op.split(".")[0]) for op in unknown}
     findings = []
     for model in ctx.models:
         if model.backend != "pytorch" or not model.versions:
@@ -62,6 +96,8 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
         for namespace in sorted({ns for ns, _ in calls} - registered):
             if not framework.has_libraries or f"{namespace}::".encode() in framework.found:
                 continue
+            if any((namespace, op) in schemas or ("", op) in schemas for ns, op in calls if ns == namespace):
+                continue  # a loaded library defines the op's schema (its namespace read from the schema or .symtab)
             first = min(f"{ns}::{op}" for ns, op in calls if ns == namespace)
             findings.append(Finding(
                 "CO408", f"model '{model.name}' calls {first} but nothing loaded registers the namespace "
@@ -69,7 +105,8 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
                 symbol=first, predicted=f"Unknown builtin op: {first}.",
                 evidence=(f"{archive} calls " + ", ".join(sorted(f"{ns}::{op}" for ns, op in calls
                                                                    if ns == namespace)),
-                          f"no loaded op library defines TORCH_LIBRARY({namespace}) or a fragment of it",
+                          f"no loaded op library defines TORCH_LIBRARY({namespace}) or a fragment of it (nor the "
+                          "STABLE_TORCH_LIBRARY forms), nor a schema of the ops called",
                           f"not found in the container's PyTorch libraries ({framework.directory})")))
     return findings
 
@@ -119,13 +156,141 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
         if len({s.path for s in defining}) < 2:
             continue
         first, second = defining[0], defining[1]
+        macro = {s: "STABLE_TORCH_LIBRARY" if _api(registrations[s], namespace) == "stable" else "TORCH_LIBRARY"
+                 for s in defining}
+        evidence = (*(f"{macro[s]}({namespace}) in {s.path}" for s in defining),
+                    f"use {macro[second]}_FRAGMENT to add to a namespace defined elsewhere")
+        if macro[second] == "STABLE_TORCH_LIBRARY":  # torch/csrc/stable/library.h ignores the shim's error
+            findings.append(Finding(
+                "CO406", f"{second.path} defines STABLE_TORCH_LIBRARY({namespace}) again after {first.path}: torch "
+                         "refuses the namespace, the library handle stays null and its first def() crashes the "
+                         "server (SIGSEGV)", model=second.model, library=second.path, file=second.source,
+                symbol=namespace, evidence=evidence))
+            continue
         findings.append(Finding(
             "CO406", f"{second.path} defines TORCH_LIBRARY({namespace}) again after {first.path}: loading it aborts "
                      "the server", model=second.model, library=second.path, file=second.source, symbol=namespace,
             predicted=f"Only a single TORCH_LIBRARY can be used to register the namespace {namespace}; please put "
-                      "all of your definitions in a single TORCH_LIBRARY block.",
-            evidence=(*(f"TORCH_LIBRARY({namespace}) in {s.path}" for s in defining),
-                      "use TORCH_LIBRARY_FRAGMENT to add to a namespace defined elsewhere")))
+                      "all of your definitions in a single TORCH_LIBRARY block.", evidence=evidence))
+    return findings
+
+
+def _api(found: tuple[Registration, ...], namespace: str) -> str:
+    return next((r.api for r in found if r.framework == "torch" and r.kind == "namespace" and r.name == namespace),
+                "")
+
+
+def _op_library(found: tuple[Registration, ...]) -> Registration | None:
+    """The library's mark as a Torch op library that defines schemas (imports the def API)."""
+    return next((r for r in found if r.framework == "torch" and r.kind == "op-library"), None)
+
+
+def _schemas(found: tuple[Registration, ...]) -> list[str]:
+    return [r.name for r in found if r.framework == "torch" and r.kind == "schema"]
+
+
+def _blocks(found: tuple[Registration, ...]) -> set[str]:
+    """The kinds of Torch blocks a library may have: exact from `.symtab`, else bounded by its imported stable
+    shims; empty when unknown (a stripped library using torch::Library)."""
+    exact = {r.kind for r in found if r.framework == "torch" and r.kind in ("namespace", "fragment", "impl")}
+    library = _op_library(found)
+    return exact or set(library.blocks if library else ())
+
+
+def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, reported: set) -> list[Finding]:
+    """CO406: one Torch op library loaded from two paths (same content, two files): ld.so maps both, and every
+    registration of the second runs again, whatever is left of its `.symtab`."""
+    by_content: dict[str, list[LoadStep]] = defaultdict(list)
+    for step in steps:
+        digest = ctx.files.digests.get(step.source)
+        if digest is not None and _op_library(registrations[step]) is not None:
+            by_content[digest].append(step)
+    findings = []
+    for copies in by_content.values():
+        paths = list(dict.fromkeys(s.path for s in copies))
+        if len(paths) < 2:
+            continue
+        first = copies[0]
+        second = next(s for s in copies if s.path != first.path)
+        if second.path in reported:
+            continue
+        found = registrations[second]
+        blocks, schemas = _blocks(found), _schemas(found)
+        evidence = [f"same content as {first.path}: ld.so loads both files, and their static initialisers register "
+                    "with torch twice"]
+        if schemas:
+            evidence.append("schemas it defines (read from its strings): " + ", ".join(schemas[:10])
+                            + (" ..." if len(schemas) > 10 else ""))
+        if not any(r.source == "symtab" for r in found if r.framework == "torch"):
+            evidence.append("its namespaces are not readable (no .symtab); its imports show it defines schemas")
+        predicted = None
+        if blocks and "namespace" not in blocks:
+            how = "torch refuses each schema the second time, which aborts the server"
+            predicted = "with the same name and overload name multiple times"
+        elif blocks == {"namespace"} or blocks == {"namespace", "impl"}:
+            stable = any(r.api == "stable" for r in found if r.framework == "torch")
+            how = ("torch refuses its namespace the second time and its first def() crashes the server (SIGSEGV)"
+                   if stable else "torch refuses its namespace the second time, which aborts the server")
+        else:
+            how = "torch refuses its namespace or its schemas the second time, which aborts (or crashes) the server"
+        findings.append(Finding(
+            "CO406", f"{second.path} is a copy of {first.path}: loading it registers the same Torch ops again; {how}",
+            model=second.model, library=second.path, file=second.source, symbol=schemas[0] if schemas else None,
+            predicted=predicted, evidence=tuple(evidence)))
+    return findings
+
+
+def _namespaced_ops(found: tuple[Registration, ...]) -> tuple[set[tuple[str, str]], set[str]]:
+    """((namespace, op) of each schema whose namespace is known, ops whose namespace is not): the namespace
+    from the schema, else the one namespace its `.symtab` blocks define or extend."""
+    namespaces = {r.name for r in found if r.framework == "torch" and r.kind in ("namespace", "fragment")}
+    known: set[tuple[str, str]] = set()
+    unknown: set[str] = set()
+    for name in _schemas(found):
+        ns, _, op = name.rpartition("::")
+        if ns:
+            known.add((ns, op))
+        elif len(namespaces) == 1:
+            known.add((next(iter(namespaces)), op))
+        else:
+            unknown.add(op)
+    return known, unknown
+
+
+def _torch_schemas(steps: list[LoadStep], registrations: dict, ctx: RuleContext, reported: set) -> list[Finding]:
+    """CO406: two different Torch op libraries (two builds of one library) that define one schema."""
+    libraries = [s for s in steps if _op_library(registrations[s]) is not None]
+    findings = []
+    for index, second in enumerate(libraries):
+        if second.path in reported:
+            continue
+        known, unknown = _namespaced_ops(registrations[second])
+        for first in libraries[:index]:
+            if first.path == second.path or ctx.files.digests.get(first.source) == ctx.files.digests.get(
+                    second.source) is not None:
+                continue
+            first_known, first_unknown = _namespaced_ops(registrations[first])
+            shared = sorted(f"{ns}::{op}" for ns, op in known & first_known)
+            if shared:
+                findings.append(Finding(
+                    "CO406", f"{second.path} defines {shared[0]} again after {first.path}: torch refuses the "
+                             "schema, which aborts the server", model=second.model, library=second.path,
+                    file=second.source, symbol=shared[0],
+                    predicted="with the same name and overload name multiple times",
+                    evidence=(f"both define: {', '.join(shared[:10])}" + (" ..." if len(shared) > 10 else ""),
+                              "namespaces and ops read from their .symtab and schema strings")))
+                reported.add(second.path)
+                break
+            maybe = sorted((unknown | {op for _, op in known}) & (first_unknown | {op for _, op in first_known}))
+            if maybe and (unknown or first_unknown):
+                findings.append(Finding(
+                    "CO406", f"{second.path} and {first.path} both define a schema for {maybe[0]}, and the "
+                             "namespace of at least one is not readable (no .symtab): if it is the same, loading "
+                             f"{second.path} aborts the server", severity=Severity.WARNING, model=second.model,
+                    library=second.path, file=second.source, symbol=maybe[0],
+                    evidence=(f"both define: {', '.join(maybe[:10])}" + (" ..." if len(maybe) > 10 else ""),)))
+                reported.add(second.path)
+                break
     return findings
 
 
