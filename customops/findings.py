@@ -35,6 +35,12 @@ class Finding:
     evidence: tuple[str, ...] = field(default=())  # search trace, winning/losing definitions, ...
     hint: str = ""
     suppression: Suppression | None = None  # set on a suppressed finding (customops.app.suppressions)
+    assumes: str | None = None  # found only by modelling a fix of what stops the server (customops.app.as_if_fixed)
+
+    @property
+    def stated(self) -> str:
+        """The message, with the assumption it was found under: for reports that have one text per finding."""
+        return self.message + (f" (found assuming {self.assumes})" if self.assumes else "")
 
     def __post_init__(self) -> None:
         if self.code not in CODES:

@@ -157,3 +157,26 @@ def test_the_targets_machine_and_class_are_read_from_its_own_programs(tmp_path):
     # its $PLATFORM and multiarch directories are AArch64's too, on whatever machine customops runs
     assert target.platform == "aarch64" and target.system_dirs[:2] == ("/lib/aarch64-linux-gnu",
                                                                        "/usr/lib/aarch64-linux-gnu")
+
+
+def test_a_directory_named_like_a_dependency_on_the_search_path_is_a_hard_error(linker, loader, tree, tmp_path):
+    """open_verify opens the directory (O_RDONLY succeeds) and fails reading its ELF header: the search stops
+    there with `cannot read file data: Is a directory`, although a later directory has the library."""
+    (tmp_path / "libw.so").mkdir()
+    llp = f"{tmp_path}:{tree}/g/d_llp"
+    prediction, _ = agree(linker, Scenario(loader, Environment(library_path=llp),
+                                           (Dlopen(f"{tree}/g/libuse_bare.so"),)))
+    assert prediction.outcomes[-1].message == f"{tmp_path}/libw.so: cannot read file data: Is a directory"
+
+
+def test_dlopen_of_a_directory_reads_as_unreadable_file_data(linker, loader, tmp_path):
+    (tmp_path / "libbackend.so").mkdir()
+    prediction, _ = agree(linker, Scenario(loader, Environment(), (Dlopen(f"{tmp_path}/libbackend.so"),)))
+    assert prediction.outcomes[-1].message == f"{tmp_path}/libbackend.so: cannot read file data: Is a directory"
+
+
+def test_a_preloaded_directory_is_ignored_with_a_warning(linker, loader, tree, tmp_path):
+    (tmp_path / "libpre.so").mkdir()
+    prediction, _ = agree(linker, Scenario(loader, Environment(preload=f"{tmp_path}/libpre.so"),
+                                           (Dlopen(f"{tree}/g/libuse_bare.so"),)))
+    assert prediction.outcomes[0].warnings

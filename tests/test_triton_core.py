@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 
 BACKENDS = "opt/tritonserver/backends"
+SOURCES = Path(__file__).resolve().parent.parent / "fixtures" / "src"
 STATUS = re.compile(r"^(?:Invalid argument|Internal|Not found|Unavailable|Unsupported|Already exists|Unknown): ")
 
 
@@ -190,10 +192,9 @@ SCENARIOS = [
 ]
 
 
-def build_root(tree: Path, root: Path, scenario: Scenario) -> None:
+def build_root(root: Path, scenario: Scenario) -> None:
     core = triton_core.core()
-    shutil.copytree(tree / "container", root, symlinks=True, ignore=shutil.ignore_patterns("backends"))
-    shutil.copy2(core / "lib" / "libtritonserver.so", root / "opt/tritonserver/lib/libtritonserver.so")
+    triton_core.server_root(root)
     (root / BACKENDS).mkdir(parents=True, exist_ok=True)
     for repo in scenario.repositories:
         (root / repo.lstrip("/")).mkdir(parents=True, exist_ok=True)
@@ -214,7 +215,8 @@ def build_root(tree: Path, root: Path, scenario: Scenario) -> None:
 
 
 def customops_verdicts(root: Path, scenario: Scenario) -> dict[str, list[str | None]]:
-    """model -> the predicted messages of its CO1xx/CO2xx errors (an empty list: available)."""
+    """model -> the predicted messages of its CO1xx-CO3xx errors (repository, backend, loading; an empty list:
+    available)."""
     repositories = [str(root / r.lstrip("/")) for r in scenario.repositories]
     container = from_root(str(root))
     mounts = default_mounts(repositories, container, tuple(zip(scenario.repositories, repositories, strict=True)))
@@ -222,7 +224,7 @@ def customops_verdicts(root: Path, scenario: Scenario) -> dict[str, list[str | N
                        only_models=set(scenario.only_models) if scenario.only_models else None)
     verdicts: dict[str, list[str | None]] = {m.name: [] for m in result.models}
     for f in result.findings:
-        if f.model and f.code[:3] in ("CO1", "CO2") and f.level == Severity.ERROR:
+        if f.model and f.code[:3] in ("CO1", "CO2", "CO3") and f.level == Severity.ERROR:
             verdicts.setdefault(f.model, []).append(f.predicted)
     return verdicts
 
@@ -245,9 +247,9 @@ def disagreements(core: dict[str, tuple[str, str]], ours: dict[str, list[str | N
     return out
 
 
-def check(tree: Path, tmp_path: Path, scenario: Scenario) -> None:
+def check(tmp_path: Path, scenario: Scenario) -> None:
     root = tmp_path / "root"
-    build_root(tree, root, scenario)
+    build_root(root, scenario)
     pairs = [(root / r.lstrip("/"), r) for r in scenario.repositories]
     ours = customops_verdicts(root, scenario)
     try:
@@ -259,9 +261,6 @@ def check(tree: Path, tmp_path: Path, scenario: Scenario) -> None:
 
 
 XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
-    "backend_library_named_like_a_directory":
-        "a directory named libtriton_mybackend.so in the backend directory counts as the backend library; the "
-        "core picks it and fails: 'unable to load shared library: ...: cannot read file data: Is a directory'",
     "no_config_with_auto_complete_disabled":
         "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
         "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "
@@ -272,14 +271,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
     "explicit_load_of_a_model_that_does_not_exist":
         "no error for a model asked for (--load-model / only_models) that is in no repository; the core: "
         "\"failed to poll model 'ghost': model not found in any model repository.\"",
-    "model_directory_entry_named_like_the_backend_library":
-        "a directory models/m/libtriton_mybackend.so/ is passed over; the core takes it as the backend library "
-        "(model directory before backend directory) and fails: 'unable to load shared library: "
-        "/models/m/libtriton_mybackend.so: cannot read file data: Is a directory'",
-    "version_directory_entry_named_like_the_backend_library":
-        "a directory models/m/1/libtriton_mybackend.so/ is passed over; the core takes it first (version "
-        "directory before model and backend directories) and fails: 'unable to load shared library: "
-        "/models/m/1/libtriton_mybackend.so: cannot read file data: Is a directory'",
     "ensemble_without_ensemble_scheduling":
         "no error for platform 'ensemble' without ensemble_scheduling; the core: 'ensemble scheduling must be "
         "set for ensemble ens whose platform is ensemble'",
@@ -295,5 +286,66 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
 @pytest.mark.parametrize("scenario", [
     pytest.param(sc, id=name, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[name])] if name in XFAIL else [])
     for name, sc in SCENARIOS])
-def test_customops_agrees_with_the_triton_core(tree: Path, tmp_path: Path, scenario: Scenario) -> None:
-    check(tree, tmp_path, scenario)
+def test_customops_agrees_with_the_triton_core(tmp_path: Path, scenario: Scenario) -> None:
+    check(tmp_path, scenario)
+
+
+def test_a_server_that_cannot_start_still_has_every_models_problem_reported(tmp_path: Path) -> None:
+    """One run, every problem: a preload whose dependency is missing keeps the server from starting (ld.so, for
+    real); customops reports that, then models the server as if it started without that preload, and reports
+    every model the core then fails (three, each for its own reason), the linker's ones marked with the
+    assumption they were found under."""
+    broken = s(model("a", extra={"libtriton_mybackend.so/": DIR}), model("b", config='name: "x"\n' + MINIMAL),
+               model("c", config='backend: "nope"\n'), model("ok"), MYBACKEND)
+    root = tmp_path / "root"
+    build_root(root, broken)
+    repo = root / "models"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libgone.so"), "-xc", "/dev/null"], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(repo / "libpre.so"), "-xc", "/dev/null",
+                    "-Wl,--no-as-needed", f"-L{tmp_path}", "-l:libgone.so"], check=True)
+    (repo / "customops.toml").write_text('[host]\npreload = ["libpre.so"]\n')
+    container = from_root(str(root))
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), container,
+                       default_mounts([str(repo)], container, (("/models", str(repo)),)))
+    errors = [f for f in result.findings if f.level == Severity.ERROR]
+    server = [f for f in errors if f.model is None]
+    assert [f.code for f in server] == ["CO302"] and "libgone.so" in server[0].message
+
+    stopped = triton_core.output(repo, root / BACKENDS, env={"LD_PRELOAD": "/models/libpre.so"})
+    assert server[0].predicted is not None
+    assert server[0].predicted.split(": ", 1)[1] in stopped  # after the program's name, ld.so's own words
+
+    core = triton_core.run(repo, root / BACKENDS)  # the server as if the preload were fixed
+    ours: dict[str, list[str | None]] = {m.name: [] for m in result.models}
+    for f in errors:
+        if f.model:
+            ours[f.model].append(f.predicted)
+    assert sorted(n for n, (state, _) in core.items() if state != "READY") == ["a", "b", "c"]
+    assert not disagreements(core, ours)
+    linked = [f for f in errors if f.model == "a"]
+    assert linked and all(f.assumes and "without /models/libpre.so" in f.assumes for f in linked)
+
+
+def test_models_after_a_backend_library_that_kills_the_server_are_still_checked(tree: Path, tmp_path: Path) -> None:
+    """A backend library whose dlopen stops ld.so on an assertion kills the server (for real) while it loads
+    the models; customops reports that, then models the rest as if that library did not stop it: the models
+    the core then fails (checked by running it without the killing model) are reported too."""
+    broken = s(model("a", extra={"libv.so": (tree / "e/unver/libv.so").read_bytes()}),
+               model("b", extra={"libtriton_mybackend.so/": DIR}), model("c", config='backend: "nope"\n'),
+               model("ok"), MYBACKEND)
+    root = tmp_path / "root"
+    build_root(root, broken)
+    repo = root / "models"
+    # its verneed names libv.so (found beside it, by RUNPATH $ORIGIN), whose copy there has no versions
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(repo / "a/libtriton_mybackend.so"),
+                    str(SOURCES / "versioned_user.c"), str(tree / "e/v12/libv.so"),
+                    "-Wl,--enable-new-dtags,-rpath,$ORIGIN"], check=True)
+    ours = customops_verdicts(root, broken)
+    assert "Inconsistency detected by ld.so" in triton_core.output(repo, root / BACKENDS)
+    assert any(p and "Inconsistency detected by ld.so" in p for p in ours["a"])
+
+    shutil.rmtree(repo / "a")
+    core = triton_core.run(repo, root / BACKENDS)
+    del ours["a"]
+    assert sorted(n for n, (state, _) in core.items() if state != "READY") == ["b", "c"]
+    assert not disagreements(core, ours)

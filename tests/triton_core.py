@@ -108,6 +108,39 @@ def core() -> Path:
     return out
 
 
+LDD = re.compile(r"^\s*(?:\S+ => )?(/\S+) \(0x", re.M)
+
+
+def server_root(root: Path) -> None:
+    """Lay the real server into a container root: mini_tritonserver as /opt/tritonserver/bin/tritonserver, the
+    real libtritonserver.so beside it, and every library ldd finds for them and the example backends (this
+    machine's glibc, libstdc++, protobuf, ...) at the same paths and in the same merged-/usr layout, so
+    customops sees the server that the core oracle runs."""
+    out = core()
+    for link in ("lib", "lib64", "bin", "sbin"):
+        if os.path.islink(f"/{link}") and not os.path.lexists(root / link):
+            root.mkdir(parents=True, exist_ok=True)
+            (root / link).symlink_to(os.readlink(f"/{link}"))
+    server = root / "opt/tritonserver/bin/tritonserver"
+    _place(out / "bin" / "mini_tritonserver", server)
+    _place(out / "lib" / "libtritonserver.so", root / "opt/tritonserver/lib/libtritonserver.so")
+    users = [out / "bin" / "mini_tritonserver", *sorted((out / "backends").glob("*.so"))]
+    needed = set()
+    for user in users:
+        listed = subprocess.run(["ldd", str(user)], capture_output=True, text=True, check=True).stdout
+        needed |= {Path(p) for p in LDD.findall(listed) if not p.startswith(str(out))}
+    for library in needed:  # the library's name in its real directory (/lib -> usr/lib)
+        _place(library.resolve(), root / os.path.realpath(library.parent).lstrip("/") / library.name)
+
+
+def _place(source: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
 def can_isolate() -> str | None:
     """Why the server cannot be run in a private mount namespace and chroot here, or None."""
     if os.geteuid() != 0:
@@ -122,14 +155,16 @@ Repositories = str | Path | Sequence[tuple[str | Path, str]]
 
 
 def run(repository: Repositories, backend_dir: str | Path, *args: str,
-        timeout: float = 60) -> dict[str, tuple[str, str]]:
+        timeout: float = 60, env: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """Run mini_tritonserver on `repository` (a host directory, seen at /models; or (host, container path)
     pairs, each passed as --model-repository) with `backend_dir` at /opt/tritonserver/backends, and return
     every model (or, for a directory the core could not poll, that directory's name) -> (state, reason)."""
-    return parse(output(repository, backend_dir, *args, timeout=timeout))
+    return parse(output(repository, backend_dir, *args, timeout=timeout, env=env))
 
 
-def output(repository: Repositories, backend_dir: str | Path, *args: str, timeout: float = 60) -> str:
+def output(repository: Repositories, backend_dir: str | Path, *args: str, timeout: float = 60,
+           env: dict[str, str] | None = None) -> str:
+    """The server's whole output; `env`: variables set for it alone (LD_PRELOAD, as launch sets it)."""
     why = can_isolate()
     if why:
         pytest.skip(why)
@@ -151,7 +186,8 @@ def output(repository: Repositories, backend_dir: str | Path, *args: str, timeou
         (root / "tmp").mkdir(exist_ok=True)
         script = ["mount --make-rprivate /"]
         script += [f"mount --rbind {shlex.quote(h)} {shlex.quote(str(root) + c)}" for h, c in binds]
-        server = [str(out / "bin" / "mini_tritonserver")] + [f"--model-repository={c}" for _, c in pairs]
+        server = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
+        server += [str(out / "bin" / "mini_tritonserver")] + [f"--model-repository={c}" for _, c in pairs]
         server += [f"--backend-directory={BACKENDS}", *args]
         script.append(f"exec chroot {shlex.quote(str(root))} {shlex.join(server)}")
         try:

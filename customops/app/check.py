@@ -7,14 +7,16 @@ from dataclasses import dataclass, field, replace
 
 from customops import progress
 from customops.app import suppressions
+from customops.app.as_if_fixed import ModelledRun, modelled_runs
 from customops.app.planning import build_plan
-from customops.app.scenario import pair_outcomes, scenario_for
 from customops.elf.cache import ElfReader
 from customops.findings import Finding
 from customops.linker.prediction import Prediction
-from customops.linker.process import Linker
 from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbeSettings
+from customops.rules import context as rule_context
+from customops.rules import run as run_rules
+from customops.rules.context import RuleContext
 from customops.triton import mounts
 from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
 from customops.triton.manifest import Manifest
@@ -72,8 +74,6 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None
     step_outcomes: list[tuple[LoadStep, StepOutcome]] = []
-    from customops.rules import context as rule_context
-
     rules = None  # what the rules read, built once (its file facts are read here)
     if container.target is not None:
         target = container.target
@@ -84,17 +84,14 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
                          "program")
         if executable is not None:
             progress.stage("modelling the server's loads")
-            scenario = scenario_for(plan, executable, ctx, extra_preload)
-            prediction = Linker(target, reader).run(scenario)
-            step_outcomes = pair_outcomes(plan, prediction, extra_preload)
+            runs = modelled_runs(plan, executable, ctx, target, reader, extra_preload)
+            prediction, step_outcomes = runs[0].prediction, runs[0].outcomes
             rules = rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
+            findings += _every_problem(rules, runs)
         notes += [f"assumed: {a}" for a in target.assumptions]
     else:
         notes += [f"not checked: {m}" for m in container.facts.missing]
         rules = rule_context.build(plan, ctx, reader, models)
-    if rules is not None:
-        from customops.rules import run as run_rules
-
         findings += run_rules(rules)
     if probe is not None:
         from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
@@ -112,6 +109,23 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
                                     source=container.facts.source, probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
     return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes)
+
+
+def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]:
+    """The findings of the server as it is, then those that only a run modelled as if what stops the server
+    were fixed can see, each marked with that assumption."""
+    findings = run_rules(rules)
+    seen = {_identity(f) for f in findings}
+    for run in runs[1:]:
+        for f in run_rules(rule_context.with_prediction(rules, run.prediction, run.outcomes)):
+            if _identity(f) not in seen:
+                seen.add(_identity(f))
+                findings.append(replace(f, assumes=run.assumes))
+    return findings
+
+
+def _identity(f: Finding) -> tuple:
+    return (f.code, f.model, f.library, f.symbol, f.message)
 
 
 def _located_in_checkout(findings: list[Finding], models: list[Model], repositories: list[str]) -> list[Finding]:

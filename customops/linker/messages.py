@@ -31,17 +31,35 @@ LOOKUP_ASSERTION = ("Inconsistency detected by ld.so: dl-lookup.c: check_match: 
 
 
 def reason(failure: Failure) -> str:
-    """The part of the message after the object's name (what _dl_signal_error is given as errstring)."""
+    """The part of the message after the object's name: _dl_signal_error's errstring, then the text of its
+    errno where it has one (dlerror() appends it; the LD_PRELOAD warning does not)."""
+    errno_text = _errno_text(failure)
+    return errstring(failure) + (f": {errno_text}" if errno_text else "")
+
+
+def _errno_text(failure: Failure) -> str:
+    if failure.kind == FailureKind.DIRECTORY:
+        return "Is a directory"  # EISDIR
+    if failure.kind == FailureKind.UNREADABLE_HEADERS:
+        return failure.detail
+    if failure.kind == FailureKind.NOT_FOUND:
+        return failure.detail  # errno 0 leaves the errno text out
+    if failure.kind == FailureKind.PERMISSION_DENIED:
+        return PERMISSION_DENIED
+    return ""
+
+
+def errstring(failure: Failure) -> str:
+    """What _dl_signal_error is given as errstring: the message without its errno text."""
     kind = failure.kind
     if kind in _FIXED_REASONS:
         return _FIXED_REASONS[kind]
-    if kind in (FailureKind.NOT_FOUND, FailureKind.PERMISSION_DENIED):  # errno 0 leaves the errno text out
-        errno_text = PERMISSION_DENIED if kind == FailureKind.PERMISSION_DENIED else failure.detail
-        return f"{CANNOT_OPEN}: {errno_text}" if errno_text else CANNOT_OPEN
+    if kind in (FailureKind.NOT_FOUND, FailureKind.PERMISSION_DENIED):
+        return CANNOT_OPEN
     if kind == FailureKind.WRONG_CLASS:
         return f"wrong ELF class: ELFCLASS{failure.detail}"
-    if kind == FailureKind.UNREADABLE_HEADERS:
-        return "cannot read file data" + (f": {failure.detail}" if failure.detail else "")
+    if kind in (FailureKind.UNREADABLE_HEADERS, FailureKind.DIRECTORY):  # open_verify: read() fails
+        return "cannot read file data"
     if kind == FailureKind.MISSING_VERSION:  # elf/dl-version.c match_symbol
         return f"version `{failure.version}' not found (required by {failure.required_by})"
     if kind == FailureKind.UNDEFINED_SYMBOL:  # elf/dl-lookup.c _dl_lookup_symbol_x
@@ -61,10 +79,9 @@ def dlerror(failure: Failure) -> str:
 
 
 def preload_warning(name: str, failure: Failure) -> str:
-    """elf/rtld.c do_preload: the warning for an LD_PRELOAD entry that cannot be mapped (the errno text of
-    "cannot open shared object file" is left out)."""
-    why = CANNOT_OPEN if reason(failure).startswith(CANNOT_OPEN) else reason(failure)
-    return f"ERROR: ld.so: object '{name}' from LD_PRELOAD cannot be preloaded ({why}): ignored."
+    """elf/rtld.c do_preload: the warning for an LD_PRELOAD entry that cannot be mapped (errstring only: no
+    errno text)."""
+    return f"ERROR: ld.so: object '{name}' from LD_PRELOAD cannot be preloaded ({errstring(failure)}): ignored."
 
 
 def startup_error(progname: str, failure: Failure) -> str:

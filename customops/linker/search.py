@@ -205,8 +205,10 @@ class LibrarySearch:
     def verify(self, path: str) -> Candidate:
         """open_verify (elf/dl-load.c): is this candidate loadable here?"""
         host = self.host(path)
-        if host is None or os.path.isdir(host):
+        if host is None:
             return Candidate(Verdict.ABSENT, "not found")
+        if os.path.isdir(host):  # open(O_RDONLY) succeeds, reading the ELF header fails: a hard error
+            return Candidate.refused(path, FailureKind.DIRECTORY)
         try:
             fd = safeio.open_regular(host)
         except InputError as exc:

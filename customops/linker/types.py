@@ -44,6 +44,7 @@ class FailureKind(_Text):
 
     NOT_FOUND = "not-found"  # no candidate in any search directory, or an explicit path that does not exist
     PERMISSION_DENIED = "permission-denied"  # open() fails with EACCES
+    DIRECTORY = "directory"  # open() of a directory succeeds, then read() fails with EISDIR
     WRONG_CLASS = "wrong-class"  # only files of the other ELF class were found
     WRONG_MACHINE = "wrong-machine"  # an explicit path to another machine's file: skipped as if absent
     NOT_ELF = "not-elf"  # no ELF magic
@@ -68,7 +69,7 @@ NOT_LOADABLE = frozenset({FailureKind.WRONG_CLASS, FailureKind.NOT_ELF, FailureK
                           FailureKind.FILE_TOO_SHORT, FailureKind.WRONG_BYTE_ORDER, FailureKind.NOT_LOADABLE_TYPE,
                           FailureKind.NOT_DLOPENABLE})
 # Failures where the file exists, but is something other than what its dlerror() text suggests
-FILE_PROBLEMS = frozenset({FailureKind.PERMISSION_DENIED, FailureKind.GIT_LFS_POINTER})
+FILE_PROBLEMS = frozenset({FailureKind.PERMISSION_DENIED, FailureKind.GIT_LFS_POINTER, FailureKind.DIRECTORY})
 
 
 @dataclass(frozen=True)

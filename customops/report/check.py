@@ -38,7 +38,8 @@ def relative(path: str | None, base: str | None) -> str | None:
 def finding_record(f: Finding, base: str | None) -> dict:
     return {"code": f.code, "severity": str(f.level), "message": f.message, "model": f.model, "library": f.library,
             "symbol": f.symbol, "version": f.version, "file": relative(f.file, base), "line": f.line,
-            "column": f.column, "predicted": f.predicted, "evidence": list(f.evidence), "hint": f.hint}
+            "column": f.column, "predicted": f.predicted, "evidence": list(f.evidence), "hint": f.hint,
+            "assumes": f.assumes}
 
 
 def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
@@ -87,7 +88,7 @@ def to_sarif(result, base: str | None) -> str:
     results = []
     for f in result.findings:
         entry: dict = {"ruleId": f.code, "ruleIndex": used.index(f.code), "level": SARIF_LEVEL[f.level],
-                       "message": {"text": f.message + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
+                       "message": {"text": f.stated + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
         path = relative(f.file, base)
         if path:
             location: dict = {"artifactLocation": {"uri": quote(os.fsencode(path))}}
@@ -129,9 +130,9 @@ def to_junit(result, fail_on: Severity, base: str | None) -> str:
         body = ""
         if failing:
             failures += 1
-            text = "\n".join(f"{f.code} {f.level}: {printable(f.message)}"
+            text = "\n".join(f"{f.code} {f.level}: {printable(f.stated)}"
                              + (f"\n  predicted: {_lines(f.predicted)}" if f.predicted else "") for f in failing)
-            body = (f'<failure message="{xml(printable(failing[0].code + " " + failing[0].message), True)}" '
+            body = (f'<failure message="{xml(printable(failing[0].code + " " + failing[0].stated), True)}" '
                     f'type="{failing[0].code}">{xml(text)}</failure>')
         cases.append(f'  <testcase classname="customops.check" name="{xml(printable(name), True)}">{body}</testcase>')
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -157,7 +158,7 @@ def to_github(result, base: str | None) -> str:
             props.insert(0, f"file={github_property(path)}")
             if f.line:
                 props.insert(1, f"line={f.line}")
-        message = github_data(f.message + (f" | predicted: {f.predicted}" if f.predicted else ""))
+        message = github_data(f.stated + (f" | predicted: {f.predicted}" if f.predicted else ""))
         lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
     return "\n".join(lines) + ("\n" if lines else "")
 EVIDENCE_SHOWN = 12  # evidence lines of a finding shown without --verbose
@@ -245,6 +246,8 @@ def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int)
     if where and not f.line:
         location = f"{where}: "
     _print(console, f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] ", 14, location + f.message, 14)
+    if f.assumes:
+        _print(console, "    [dim]found assuming:[/] ", 20, f.assumes, 8)
     if f.predicted:
         _print(console, "    [dim]runtime:[/] ", 13, f.predicted, 8)
     shown = f.evidence if verbosity > 0 else f.evidence[:EVIDENCE_SHOWN]

@@ -128,3 +128,13 @@ def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context
         libraries = files.libraries_in(directory) if directory else []
         frameworks[name] = FrameworkStrings(directory or "", bool(libraries), files.mentions(libraries, wanted))
     return replace(facts, torchscript_calls=calls, onnx_ops=used, frameworks=frameworks)
+
+
+def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence[tuple[LoadStep, StepOutcome]]
+                    ) -> RuleContext:
+    """The same context over another run of the linker model (customops.app.as_if_fixed): only the identities
+    of the objects it loads are read again."""
+    custom = [s.source for s in ctx.custom_steps]
+    identities = files.identities([*(o.path for o in prediction.objects), *custom])
+    return replace(ctx, prediction=prediction, outcomes=tuple(outcomes),
+                   files=replace(ctx.files, identities=identities))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from dataclasses import replace
 
 from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
@@ -32,6 +33,7 @@ from customops.triton.plan import Context, LoadPlan, LoadStep
 SHOWN = 20
 CPYTHON = re.compile(rb"^_?Py[A-Z_]")  # the Python C API's naming: PyModule_Create2, _Py_NoneStruct, Py_BuildValue
 LFS_HINT = "Run `git lfs pull` (or fetch LFS objects in CI: actions/checkout with lfs: true)."
+LOAD_FAILED = "unable to load shared library: "  # the core's prefix to dlerror() (shared_library.cc)
 UNREADABLE_HINT = ("Make the file readable by the server's user, and every directory above it searchable "
                    "(chmod a+r the file, a+x the directories).")
 CODES = frozenset({"CO202", "CO301", "CO302", "CO303", "CO304", "CO305", "CO306", "CO308", "CO501", "CO502", "CO504",
@@ -128,7 +130,7 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
         findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
                                       "starts without it", predicted=outcome.message, hint=hint, **_about(step)))
     elif outcome.status in (StepStatus.FAILED, StepStatus.CRASH):
-        findings.append(failure_finding(step, outcome, ctx, reader, mismatches or [], plan))
+        findings.append(_as_the_core_says(step, failure_finding(step, outcome, ctx, reader, mismatches or [], plan)))
     findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == CallStatus.OK:
@@ -148,9 +150,15 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
     return findings
 
 
-def _trt_logged(finding: Finding) -> Finding:
-    from dataclasses import replace
+def _as_the_core_says(step: LoadStep, finding: Finding) -> Finding:
+    """A backend library the core cannot dlopen: its message is the core's (shared_library.cc
+    OpenLibraryHandle), with dlerror() after its prefix."""
+    if step.purpose != "backend library" or not finding.predicted or finding.predicted.startswith(LOAD_FAILED):
+        return finding
+    return replace(finding, predicted=LOAD_FAILED + finding.predicted)
 
+
+def _trt_logged(finding: Finding) -> Finding:
     return replace(finding, evidence=(*finding.evidence, "the TensorRT backend only logs this failure; the model then "
                                       "fails to deserialize (getPluginCreator could not find plugin ...)"))
 
@@ -163,6 +171,8 @@ def _problem(problem: Failure) -> tuple[str, str, str]:
     """(code, what the file is, fix) for a file the linker model could open or map only as something else."""
     if problem.kind == FailureKind.GIT_LFS_POINTER:
         return "CO303", "is a Git LFS pointer, not the library", LFS_HINT
+    if problem.kind == FailureKind.DIRECTORY:
+        return "CO301", "is a directory, not a library file", "Rename or remove the directory."
     return "CO301", "cannot be read: permission denied", UNREADABLE_HINT
 
 
