@@ -171,9 +171,13 @@ _TABLE = (
     Code("CO406", E, "duplicate registration",
          "Two libraries register the same Torch namespace (TORCH_LIBRARY, read from .symtab), or the same TF, "
          "ORT or TensorRT registrations (statically: when the libraries are identical; with --probe: the op "
-         "names each registers, and what the framework does when they are loaded together).",
-         "Depends on the framework: first wins, silent drop, or abort at load.",
-         "Load only one of the libraries, or rename the registrations."),
+         "names each registers, and what the framework does when they are loaded together); or a preloaded "
+         "library's protobuf descriptor tables replace a library's own while importing the preload's private "
+         "copies of .proto files that library registers too (read from .dynsym and the embedded descriptors).",
+         "Depends on the framework: first wins, silent drop, or abort at load; protobuf aborts the server at "
+         "start (File already exists in database: <file>).",
+         "Load only one of the libraries, or rename the registrations; for protobuf, hide the preload's "
+         "protobuf code and tables (-fvisibility=hidden, a version script) or load it with dlopen(RTLD_LOCAL)."),
     Code("CO407", W, "two different files with the same SONAME",
          "Two different files that share a SONAME are both asked for; only the first loaded is ever used.",
          "The second is silently replaced by the first: its symbols may be missing or different.",
