@@ -175,16 +175,18 @@ def onnxruntime_library(python: str) -> str | None:
 
 
 def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeout: float = 120,
-                   memory_mb: int = 4096) -> tuple[frozenset[str], str] | str:
+                   memory_mb: int = 4096, runtime: str | None = None) -> tuple[frozenset[str], str] | str:
     """(every op name TensorFlow has registered once `libraries` are loaded in order, its version), or why
-    TensorFlow could not be asked: what a SavedModel or GraphDef can use in that process."""
+    TensorFlow could not be asked: what a SavedModel or GraphDef can use in that process. `runtime`: a
+    libtensorflow_cc.so.2 (the container's) whose C API to use; None: `python`'s tensorflow package."""
     python = python or sys.executable
     paths = [os.path.abspath(lib) for lib in libraries]
-    run = sandbox.run(python, TENSORFLOW_OPS, paths, timeout, memory_mb, tuple(paths))
+    readable = (*paths, *_runtime_files(runtime)) if runtime else tuple(paths)
+    run = sandbox.run(python, TENSORFLOW_OPS, [runtime or "", *paths], timeout, memory_mb, readable)
     if run.error is not None:
         return f"listing TensorFlow's ops failed: the probe's sandbox failed: {run.error}"
     if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
-        return f"{python} cannot load tensorflow: {unavailable}"
+        return f"{python} cannot load {runtime or 'tensorflow'}: {unavailable}"
     ops = frozenset(name for m in run.messages if m[0] == "OPS" for name in m[1:])
     if not run.finished or not ops:
         return f"listing TensorFlow's ops failed ({'timeout' if run.timed_out else f'status {run.exit_status}'})"

@@ -168,14 +168,18 @@ def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRe
     """The registry, or why it could not be probed."""
     steps = next((steps for framework, _, steps in groups(plan) if framework == "tensorflow"), ())
     sources = tuple(s.source for s in steps)
-    identity = package_file(settings.python, "tensorflow")
-    if identity is None:
-        return f"{settings.python} has no tensorflow package"
-    key = cache_key(settings, "tensorflow-ops", identity, sources)
-    hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
-    if hit is not None:
-        return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
-    found = tensorflow_ops(sources, settings.python, settings.timeout)
+    found: tuple[frozenset[str], str] | str = f"{settings.python} has no tensorflow package"
+    for runtime in runtimes(plan, settings, "tensorflow"):  # the container's libtensorflow_cc.so.2, then python's
+        identity = runtime or package_file(settings.python, "tensorflow")
+        if identity is None:
+            continue
+        key = cache_key(settings, "tensorflow-ops", identity, sources)
+        hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
+        if hit is not None:
+            return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
+        found = tensorflow_ops(sources, settings.python, settings.timeout, **({"runtime": runtime} if runtime else {}))
+        if not isinstance(found, str):
+            break
     if isinstance(found, str):
         return found
     registry = TensorflowRegistry(found[0], found[1], tuple(s.path for s in steps))
