@@ -177,7 +177,8 @@ def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRe
         hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
         if hit is not None:
             return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))
-        found = tensorflow_ops(sources, settings.python, settings.timeout, **({"runtime": runtime} if runtime else {}))
+        found = (tensorflow_ops(sources, settings.python, settings.timeout, runtime=runtime) if runtime
+                 else tensorflow_ops(sources, settings.python, settings.timeout))
         if not isinstance(found, str):
             break
     if isinstance(found, str):
