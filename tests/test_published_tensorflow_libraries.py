@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from customops.app.check import run_check
 from customops.codes import Severity
@@ -145,3 +147,20 @@ def test_the_imports_of_an_embedded_file_descriptor_are_read_from_its_serialized
     blob = b"\x7fELF junk\n\x05x.pro\0" + first + b"\0\0lab/ops.proto\0" + second + b"\n\x03abc"
     assert embedded_imports(blob) == {"lab/ops.proto": ("google/protobuf/any.proto", "lab/types.proto"),
                                       "lab/types.proto": ()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=st.binary(max_size=200), after=st.binary(max_size=200), junk=st.binary(max_size=400))
+def test_reading_embedded_descriptors_never_fails_and_finds_one_among_any_bytes(before, after, junk):
+    assert isinstance(embedded_imports(junk), dict)
+    serialized = b"\n\x0dlab/ops.proto\x12\x03lab\x1a\x19google/protobuf/any.proto\"\x04\n\x02Op"
+    found = embedded_imports(b"\0" + before + b"\0" + serialized + after)
+    assert found["lab/ops.proto"] == ("google/protobuf/any.proto",)
+
+
+def test_libraries_that_cannot_be_read_have_no_descriptor_facts(tmp_path):
+    from customops.inspect.protobuf_descriptors import read
+
+    text = tmp_path / "notes.so"
+    text.write_text("not an ELF file\n")
+    assert read([str(text), str(tmp_path / "missing.so"), str(tmp_path)], ElfReader(use_cache=False)) == {}
