@@ -130,6 +130,39 @@ def test_a_preloaded_library_that_exports_every_table_it_replaces_only_interpose
     assert "File already exists in database" not in real.stderr
 
 
+@pytest.fixture(scope="module")
+def miniature() -> Path:
+    from fixtures import descriptor_tables
+
+    return descriptor_tables.build()
+
+
+@pytest.mark.parametrize(("op_library", "aborts"), [("libops_private.so", True), ("libops_shared.so", False)])
+def test_the_miniature_of_descriptor_registration_behaves_as_the_published_libraries(tree, tmp_path, miniature,
+                                                                                      op_library, aborts):
+    """Without the wheels: fixtures/src/descriptor_tables/ registers tables as protobuf does. The op library whose
+    replacing table imports a hidden table aborts the preloaded process; the one exporting it loads; customops
+    tells them apart (CO406 against CO401 only), and the real load agrees."""
+    library = miniature / op_library
+    findings = check_preloaded(tree, tmp_path / "root", miniature, library)
+    codes = sorted(f.code for f in findings)
+    real = preloaded_into_tensorflow(library, miniature)
+    if aborts:
+        assert codes == ["CO401", "CO406"]
+        (finding,) = [f for f in findings if f.code == "CO406"]
+        assert finding.predicted == "File already exists in database: google/protobuf/any.proto"
+        assert real.returncode == -signal.SIGABRT and finding.predicted in real.stderr, real.stderr
+    else:
+        assert codes == ["CO401"]
+        assert real.returncode == 0 and real.stdout.strip() == "loaded", real.stderr
+    # Loaded into a local scope (model_operations), neither replaces anything: both load.
+    local = subprocess.run([sys.executable, "-c", "import ctypes\n"
+                            f"ctypes.CDLL({str(miniature / published.FRAMEWORK[0])!r})\n"
+                            f"ctypes.CDLL({str(library)!r}, ctypes.RTLD_LOCAL)\n"],
+                           capture_output=True, text=True, timeout=60)
+    assert local.returncode == 0, local.stderr
+
+
 def test_descriptor_table_names_are_protoc_file_identifiers():
     for proto in ("google/protobuf/any.proto", "tensorflow/core/framework/op_def.proto", "a-b/c+d_e.proto"):
         assert proto_file(table_symbol(proto)) == proto
