@@ -1,0 +1,275 @@
+"""Published Torch op libraries (torchaudio 2.11.1 from PyPI, built on torch's stable ABI: "requires torch 2.11
+or newer, including all future releases") checked against a container root with the installed torch 2.13.0 CPU
+as its PyTorch backend, and loaded the same way by the real torch in a subprocess.
+
+- The same op library preloaded from two paths (two files, same content): ld.so maps both and their static
+  initialisers register with torch twice, which kills the process: a second STABLE_TORCH_LIBRARY_FRAGMENT
+  def() of one schema aborts ("Tried to register an operator ... multiple times"), a second
+  STABLE_TORCH_LIBRARY of one namespace crashes (the shim's error is ignored, def() then uses a null
+  handle). Shipped stripped (no .symtab), the library still says so: its imports of the registration API
+  and its schema strings; identical content is enough to know that every registration runs again (CO406).
+- STABLE_TORCH_LIBRARY* blocks register namespaces as TORCH_LIBRARY* do: a TorchScript model calling them
+  loads once the library is preloaded (no CO408), stripped or not.
+- Two builds (torchaudio 2.10.0 and 2.11.1) define the same schemas in one namespace: CO406 as well.
+
+The PyPI builds need CUDA libraries (libcudart.so.13, libc10_cuda.so, libtorch_cuda.so) that the CPU torch
+lacks; stubs generated from the libraries stand in for them (fixtures/published_torch.py), in the container's
+PyTorch backend directory as in the real thing. The wheels are downloaded with pip into
+~/.cache/customops-wheels/ (reused afterwards); without the index the tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from customops.app.check import run_check
+from customops.codes import Severity
+from customops.elf.cache import ElfReader
+from customops.elf.symtab import symtab_strings
+from customops.findings import Finding
+from customops.inspect.files import SCHEMA_ARROW, readonly_strings
+from customops.inspect.registrations import static_registrations, torch_op_library
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
+from fixtures import published_torch as published
+from fixtures import real_container
+from fixtures.build import DEFAULT_OUT
+
+pytestmark = pytest.mark.frameworks
+LOAD_ERRORS = {"CO301", "CO302", "CO303", "CO304", "CO306", "CO307", "CO308"}
+AUDIO = "2.11.1"  # the torchaudio release paired with torch 2.13 (stable ABI, torch>=2.11)
+OLDER = "2.10.0"  # an earlier build of the same library (torch==2.10.0, already on the stable shims)
+MEMBERS = ("torchaudio/lib/libtorchaudio.so", "torchaudio/lib/_torchaudio.so")
+
+
+def torch_lib() -> Path:
+    torch = real_container.package("torch")
+    if torch is None:
+        pytest.skip("torch is not installed")
+    return torch / "lib"
+
+
+def extracted(version: str) -> dict[str, Path]:
+    try:
+        return published.extract("torchaudio", version, MEMBERS)
+    except published.Unavailable as exc:
+        pytest.skip(f"no torchaudio {version} wheel: {exc}")
+
+
+@pytest.fixture(scope="module")
+def audio() -> dict[str, Path]:
+    return extracted(AUDIO)
+
+
+@pytest.fixture(scope="module")
+def stubs(audio: dict[str, Path]) -> Path:
+    libraries = list(audio.values())
+    with contextlib.suppress(published.Unavailable):  # without it the stubs serve the newer release only
+        libraries += published.extract("torchaudio", OLDER, MEMBERS).values()
+    try:
+        return published.cuda_stubs(libraries, torch_lib(), DEFAULT_OUT)
+    except published.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def stripped(library: Path, tmp_path: Path) -> Path:
+    try:
+        return published.stripped(library, tmp_path / "stripped")
+    except published.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def root(tree: Path, stubs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real-framework container root, its PyTorch backend directory holding the CUDA stubs too."""
+    try:
+        built = real_container.assemble(tree, tmp_path_factory.mktemp("torch") / "root")
+    except LookupError as exc:
+        pytest.skip(str(exc))
+    for stub in stubs.iterdir():
+        real_container.place(stub, built / "opt/tritonserver/backends/pytorch" / stub.name)
+    return built
+
+
+def check(root: Path, libraries: dict[str, Path], model: tuple[Path, Path] | None = None) -> tuple[Path, list[Finding]]:
+    """customops check of a repository whose manifest preloads `libraries` ([pytorch] ops, each copied to
+    models/pt/ops/<key>/<name>: separate files) and, with `model` (the library to script it with, the stubs), holds a
+    TorchScript model 'pt'."""
+    repo = root / "models"
+    shutil.rmtree(repo, ignore_errors=True)
+    (repo / "pt" / "1").mkdir(parents=True)
+    (repo / "pt" / "config.pbtxt").write_text('backend: "pytorch"\n')
+    ops = []
+    for key, library in libraries.items():
+        (repo / "pt" / "ops" / key).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(library, repo / "pt" / "ops" / key / library.name)
+        ops.append(f'"pt/ops/{key}/{library.name}"')
+    (repo / "customops.toml").write_text(f"[pytorch]\nops = [{', '.join(ops)}]\n")
+    if model:
+        scripted_model(repo / "pt" / "1" / "model.pt", *model)
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(root)), ())
+    return repo, list(result.findings)
+
+
+def real_torch(code: str, stubs: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """The real thing: torch 2.13 CPU in a subprocess, the CUDA stubs on LD_LIBRARY_PATH."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stubs)}
+    return subprocess.run([sys.executable, "-c", "import torch\n" + code], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def loads(paths: list[Path]) -> str:
+    return "".join(f"torch.ops.load_library({str(p)!r})\n" for p in paths) + "print('loaded')\n"
+
+
+MODEL = '''import sys, torch
+for library in sys.argv[2:]:
+    torch.ops.load_library(library)
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.torchaudio._lfilter_core_loop(x, torch.tensor([[0.0, 1.0]]), torch.zeros(1, 1, 6))
+torch.jit.script(M()).save(sys.argv[1])
+'''
+
+
+def scripted_model(dest: Path, library: Path, stubs: Path) -> None:
+    """A TorchScript model calling torchaudio::_lfilter_core_loop, scripted with `library` loaded (torch.jit.script
+    needs the source in a file)."""
+    script = dest.parent / "make_model.py"
+    script.write_text(MODEL)
+    proc = subprocess.run([sys.executable, str(script), str(dest), str(library)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "LD_LIBRARY_PATH": str(stubs)})
+    script.unlink()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def co406(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.code == "CO406"]
+
+
+def test_stable_torch_library_blocks_are_read_from_the_symbol_table_and_schemas_from_the_strings(audio,
+                                                                                               tmp_path):
+    reader = ElfReader(use_cache=False)
+
+    def read(path: Path) -> set[tuple[str, str]]:
+        info = reader.read(str(path))
+        found = [*static_registrations(info, symtab_strings(str(path), b"TORCH_LIBRARY")),
+                 *torch_op_library(info, readonly_strings(str(path), SCHEMA_ARROW))]
+        return {(r.kind, r.name) for r in found if r.framework == "torch"}
+
+    schemas = {("schema", op) for op in ("forced_align", "_lfilter_core_loop", "_overdrive_core_loop",
+                                         "rnnt_loss_forward")}
+    assert read(audio["libtorchaudio.so"]) == {("fragment", "torchaudio"), ("impl", "torchaudio"),
+                                               ("op-library", ""), *schemas}
+    assert read(stripped(audio["libtorchaudio.so"], tmp_path)) == {("op-library", ""), *schemas}
+    assert read(audio["_torchaudio.so"]) == {("namespace", "_torchaudio"), ("impl", "_torchaudio"),
+                                             ("op-library", ""), ("schema", "is_align_available"),
+                                             ("schema", "cuda_version")}
+
+
+@pytest.mark.parametrize("name", ["libtorchaudio.so", "_torchaudio.so"])
+def test_a_stripped_torch_op_library_preloaded_once_loads_as_predicted(root, audio, stubs, tmp_path, name):
+    library = stripped(audio[name], tmp_path)
+    repo, findings = check(root, {"a": library})
+    assert not [f for f in findings if f.severity == Severity.ERROR], findings
+    real = real_torch(loads([repo / "pt/ops/a" / name]), stubs)
+    assert real.returncode == 0 and real.stdout.strip() == "loaded", real.stderr[-2000:]
+
+
+@pytest.mark.parametrize("strip", [True, False], ids=["stripped", "with-symtab"])
+def test_a_stripped_torch_op_library_preloaded_from_two_paths_aborts_as_predicted(root, audio, stubs, tmp_path,
+                                                                                  strip):
+    """libtorchaudio.so: STABLE_TORCH_LIBRARY_FRAGMENT(torchaudio) blocks; its schemas are defined twice. Its
+    .symtab says FRAGMENT, hence the message; stripped, it imports the shims of all three block kinds (the
+    StableLibrary constructor is not inlined), so whether it aborts or crashes is left open: it dies either way."""
+    library = stripped(audio["libtorchaudio.so"], tmp_path) if strip else audio["libtorchaudio.so"]
+    repo, findings = check(root, {"a": library, "b": library})
+    (finding,) = co406(findings)
+    assert finding.severity == Severity.ERROR and finding.library == "/models/pt/ops/b/libtorchaudio.so"
+    assert [f for f in findings if f.severity == Severity.ERROR] == [finding]  # it loads; its initialisers abort
+    real = real_torch(loads([repo / "pt/ops/a" / library.name, repo / "pt/ops/b" / library.name]), stubs)
+    assert real.returncode == -signal.SIGABRT, real.stderr[-2000:]
+    assert "Tried to register an operator (torchaudio::" in real.stderr
+    if strip:
+        assert finding.predicted is None and "aborts (or crashes) the server" in finding.message
+        assert "forced_align" in " ".join(finding.evidence)
+    else:
+        assert finding.predicted == "with the same name and overload name multiple times"
+        assert finding.predicted in real.stderr
+
+
+def test_a_stripped_stable_torch_library_preloaded_from_two_paths_crashes_as_predicted(root, audio, stubs,
+                                                                                      tmp_path):
+    """_torchaudio.so: STABLE_TORCH_LIBRARY(_torchaudio); torch refuses the namespace the second time, the
+    shim's error is ignored and def() then runs on a null library handle."""
+    library = stripped(audio["_torchaudio.so"], tmp_path)
+    repo, findings = check(root, {"a": library, "b": library})
+    (finding,) = co406(findings)
+    assert finding.severity == Severity.ERROR and finding.library == "/models/pt/ops/b/_torchaudio.so"
+    assert "SIGSEGV" in finding.message and finding.predicted is None
+    assert [f for f in findings if f.severity == Severity.ERROR] == [finding]
+    real = real_torch(loads([repo / "pt/ops/a" / library.name, repo / "pt/ops/b" / library.name]), stubs)
+    assert real.returncode == -signal.SIGSEGV, (real.returncode, real.stderr[-2000:])
+
+
+def test_one_file_preloaded_under_two_paths_registers_once(root, audio, stubs, tmp_path):
+    """A hard link is the same file (device, inode): ld.so maps it once and its initialisers run once."""
+    library = stripped(audio["libtorchaudio.so"], tmp_path)
+    repo, _ = check(root, {"a": library})
+    (repo / "pt/ops/b").mkdir()
+    os.link(repo / "pt/ops/a" / library.name, repo / "pt/ops/b" / library.name)
+    (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt/ops/a/{library.name}", "pt/ops/b/{library.name}"]\n')
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(root)), ())
+    assert not co406(list(result.findings))
+    real = real_torch(loads([repo / "pt/ops/a" / library.name, repo / "pt/ops/b" / library.name]), stubs)
+    assert real.returncode == 0 and real.stdout.strip() == "loaded", real.stderr[-2000:]
+
+
+@pytest.mark.parametrize("strip", [False, True], ids=["with-symtab", "stripped"])
+def test_two_builds_of_one_stable_torch_op_library_abort_as_predicted(root, audio, stubs, tmp_path, strip):
+    """torchaudio 2.10.0's and 2.11.1's libtorchaudio.so both define torchaudio::forced_align and the rest:
+    an error while the namespace is readable (.symtab), a warning once both are stripped (the namespace is an
+    argument in the code, not a string customops can attribute)."""
+    older, newer = extracted(OLDER)["libtorchaudio.so"], audio["libtorchaudio.so"]
+    if strip:
+        older, newer = stripped(older, tmp_path / "older"), stripped(newer, tmp_path / "newer")
+    repo, findings = check(root, {"old": older, "new": newer})
+    (finding,) = co406(findings)
+    assert finding.library == "/models/pt/ops/new/libtorchaudio.so"
+    assert finding.severity == (Severity.WARNING if strip else Severity.ERROR)
+    real = real_torch(loads([repo / "pt/ops/old" / older.name, repo / "pt/ops/new" / newer.name]), stubs)
+    assert real.returncode == -signal.SIGABRT, real.stderr[-2000:]
+    assert "with the same name and overload name multiple times" in real.stderr
+    refused = real.stderr.split("Tried to register an operator (", 1)[1].split("(", 1)[0]  # torchaudio::<op>
+    if strip:
+        assert refused.split("::")[1] in finding.evidence[0]  # "both define: <op>, ..."
+    else:
+        assert finding.predicted in real.stderr and refused in finding.evidence[0]
+
+
+@pytest.mark.parametrize("strip", [False, True], ids=["with-symtab", "stripped"])
+def test_stable_abi_registrations_satisfy_a_torchscript_model(root, audio, stubs, tmp_path, strip):
+    library = stripped(audio["libtorchaudio.so"], tmp_path) if strip else audio["libtorchaudio.so"]
+    repo, findings = check(root, {"ops": library}, model=(audio["libtorchaudio.so"], stubs))
+    assert not [f for f in findings if f.code in ("CO408", *LOAD_ERRORS)], findings
+    model = repo / "pt" / "1" / "model.pt"
+    real = real_torch(loads([repo / "pt/ops/ops" / library.name]) + f"m = torch.jit.load({str(model)!r})\n"
+                      "print(m(torch.ones(1, 1, 5)).tolist())\n", stubs)
+    assert real.returncode == 0, real.stderr[-2000:]
+    assert real.stdout.split("\n")[:2] == ["loaded", "[[[0.0, 1.0, 1.0, 1.0, 1.0, 1.0]]]"], real.stdout
+
+
+def test_a_torchscript_model_calling_stable_abi_ops_fails_without_their_library(root, audio, stubs):
+    repo, findings = check(root, {}, model=(audio["libtorchaudio.so"], stubs))
+    (finding,) = [f for f in findings if f.code == "CO408"]
+    assert finding.symbol == "torchaudio::_lfilter_core_loop"
+    real = real_torch(f"torch.jit.load({str(repo / 'pt/1/model.pt')!r})\n", stubs)
+    assert real.returncode != 0 and "Unknown builtin op: torchaudio::_lfilter_core_loop" in real.stderr
