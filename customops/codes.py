@@ -169,12 +169,17 @@ _TABLE = (
          "Libraries loaded separately share state (registries, singletons); the first loaded wins.",
          "Build with -fno-gnu-unique, or hide the symbols."),
     Code("CO406", E, "duplicate registration",
-         "Two libraries register the same Torch namespace (TORCH_LIBRARY, read from .symtab), or the same TF, "
+         "Two libraries register the same Torch namespace (TORCH_LIBRARY or STABLE_TORCH_LIBRARY, read from "
+         ".symtab) or op schema (namespace from .symtab or the schema, op from its schema strings; a warning "
+         "where a stripped library's namespace is unknown), one Torch op library is loaded from two files "
+         "(same content, stripped or not: its imports show it defines schemas), or the same TF, "
          "ORT or TensorRT registrations (statically: when the libraries are identical; with --probe: the op "
          "names each registers, and what the framework does when they are loaded together); or a preloaded "
          "library's protobuf descriptor tables replace a library's own while importing the preload's private "
          "copies of .proto files that library registers too (read from .dynsym and the embedded descriptors).",
-         "Depends on the framework: first wins, silent drop, or abort at load; protobuf aborts the server at "
+         "Depends on the framework: first wins, silent drop, or abort at load (Torch: \"Only a single "
+         "TORCH_LIBRARY\", \"Tried to register an operator ... multiple times\"; a second "
+         "STABLE_TORCH_LIBRARY crashes with SIGSEGV); protobuf aborts the server at "
          "start (File already exists in database: <file>).",
          "Load only one of the libraries, or rename the registrations; for protobuf, hide the preload's "
          "protobuf code and tables (-fvisibility=hidden, a version script) or load it with dlopen(RTLD_LOCAL)."),
@@ -184,7 +189,9 @@ _TABLE = (
          "Load one copy, or give the libraries different SONAMEs."),
     Code("CO408", E, "a model calls ops that no loaded library registers",
          "A TorchScript model's serialized code calls ops.<ns>.<op> for a namespace that no loaded op library "
-         "defines (TORCH_LIBRARY or a fragment, read from .symtab) and the container's PyTorch libraries do "
+         "defines (TORCH_LIBRARY, STABLE_TORCH_LIBRARY or their fragments, read from .symtab; for a stripped "
+         "library, the schema of an op called there, read from its strings; nothing is claimed while a "
+         "stripped op library's schemas are unreadable) and the container's PyTorch libraries do "
          "not mention; or an ONNX model uses an operator domain that the container's ONNX Runtime does not "
          "build in, while its config lists no custom-op library. Needs the container's files (not a profile). "
          "With --probe, also the ops a model uses that its probed op libraries do not register, and a "
