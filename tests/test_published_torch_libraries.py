@@ -273,3 +273,35 @@ def test_a_torchscript_model_calling_stable_abi_ops_fails_without_their_library(
     assert finding.symbol == "torchaudio::_lfilter_core_loop"
     real = real_torch(f"torch.jit.load({str(repo / 'pt/1/model.pt')!r})\n", stubs)
     assert real.returncode != 0 and "Unknown builtin op: torchaudio::_lfilter_core_loop" in real.stderr
+
+
+STABLE_LIKE = r'''
+/* What STABLE_TORCH_LIBRARY_FRAGMENT(labops, m) { m.def(...); } leaves in a library, in C: calls of torch's
+   stable C shims with string literals (namespace, schemas, file). */
+int aoti_torch_library_init_fragment(const char*, const char*, unsigned, void**);
+int aoti_torch_library_def(void*, const char*);
+static void* lib;
+int labops_twice(int x) { return 2 * x; }  /* an export: the GNU hash table then counts the imports too */
+__attribute__((constructor)) static void init(void) {
+  aoti_torch_library_init_fragment("labops", __FILE__, __LINE__, &lib);
+  aoti_torch_library_def(lib, "twice(Tensor x) -> Tensor");
+  aoti_torch_library_def(lib, "labops::add.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
+  aoti_torch_library_def(lib, "not a schema) -> x");
+}
+'''
+
+
+def test_a_stripped_library_calling_the_stable_shims_is_a_torch_op_library_with_its_schemas(tmp_path):
+    """Read from imports and string literals only: no .symtab, no torch needed."""
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is not installed")
+    source = tmp_path / "stable_like.c"
+    source.write_text(STABLE_LIKE)
+    library = tmp_path / "libstable_like.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-s", "-o", str(library), str(source)], check=True)
+    info = ElfReader(use_cache=False).read(str(library))
+    assert symtab_strings(str(library), b"TORCH_LIBRARY") == []
+    found = torch_op_library(info, readonly_strings(str(library), SCHEMA_ARROW))
+    assert sorted((r.kind, r.name, r.api, r.blocks) for r in found) == [
+        ("op-library", "", "stable", ("fragment",)), ("schema", "labops::add.out", "stable", ()),
+        ("schema", "twice", "stable", ())]
