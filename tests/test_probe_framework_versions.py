@@ -1,0 +1,184 @@
+"""--probe against containers of other framework versions than the probe interpreter's (tensorflow-cpu 2.15.0
+and torch 2.14.1 wheels fetched with pip, laid out as the container's backends): the container's exact
+versions are read from its files, TensorFlow probes run with the container's own libtensorflow_cc.so.2 and
+agree with the real TensorFlow of that version, and a load failure seen with another version than the
+container's is information beside CO507, not an error."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from customops.app.check import run_check
+from customops.codes import Severity
+from customops.probe.groups import ProbeSettings
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
+from fixtures import real_container
+from fixtures.real_container import place
+
+pytestmark = pytest.mark.frameworks
+WHEELS = Path(os.environ.get("CUSTOMOPS_WHEEL_CACHE", Path.home() / ".cache" / "customops-wheels"))
+OLD_TENSORFLOW, OTHER_TORCH = "2.15.0", "2.14.1"
+
+
+def pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=1800)
+
+
+def wheel(project: str, version: str) -> Path:
+    """The wheel of project==version, from the cache, else fetched into it (skip when the index is not reachable)."""
+    pattern = f"{project.replace('-', '_')}-{version}-*.whl"
+    if not sorted(WHEELS.glob(pattern)):
+        WHEELS.mkdir(parents=True, exist_ok=True)
+        got = pip("download", "--no-deps", "--only-binary=:all:", f"{project}=={version}", "-d", str(WHEELS))
+        if not sorted(WHEELS.glob(pattern)):
+            pytest.skip(f"pip download {project}=={version} failed (is the package index reachable?): "
+                        f"{(got.stderr.strip().splitlines() or [''])[-1]}")
+    return sorted(WHEELS.glob(pattern))[0]
+
+
+def wheel_version(path: Path) -> str:
+    """The Version: of the wheel's own metadata."""
+    with zipfile.ZipFile(path) as archive:
+        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return next(line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Version:"))
+
+
+def site_with(project: str, version: str) -> Path:
+    """A directory with project==version and its dependencies installed (pip install --target), cached."""
+    site = WHEELS / f"site-{project}-{version}"
+    if not (site / project.split("-")[0]).is_dir():
+        partial = site.with_name(site.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        got = pip("install", "--no-compile", "--only-binary=:all:", "--target", str(partial), f"{project}=={version}")
+        if got.returncode != 0:
+            pytest.skip(f"pip install {project}=={version} failed (is the package index reachable?): "
+                        f"{(got.stderr.strip().splitlines() or [''])[-1]}")
+        shutil.rmtree(site, ignore_errors=True)
+        partial.rename(site)
+    return site
+
+
+def root_with(tree: Path, tmp_path_factory, *wheels: Path) -> Path:
+    chosen = tmp_path_factory.mktemp("wheels")
+    for found in wheels:
+        (chosen / found.name).symlink_to(found)
+    try:
+        return real_container.assemble_with_wheels(tree, tmp_path_factory.mktemp("other") / "root", chosen)
+    except LookupError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def installed_root(tree, tmp_path_factory) -> Path:
+    try:
+        return real_container.assemble(tree, tmp_path_factory.mktemp("installed") / "root")
+    except LookupError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def tensorflow_root(installed_root, tree, tmp_path_factory) -> Path:
+    return root_with(tree, tmp_path_factory, wheel("tensorflow-cpu", OLD_TENSORFLOW))
+
+
+@pytest.fixture(scope="module")
+def torch_root(installed_root, tree, tmp_path_factory) -> Path:
+    return root_with(tree, tmp_path_factory, wheel("torch", OTHER_TORCH))
+
+
+def probing(tmp_path: Path) -> ProbeSettings:
+    return ProbeSettings(sys.executable, None, timeout=240, cache_dir=tmp_path / "probe-cache")
+
+
+def tensorflow_repository(root: Path, libraries: dict[str, Path]) -> Path:
+    repo = root / "models"
+    shutil.rmtree(repo, ignore_errors=True)
+    for name, library in libraries.items():
+        place(library, repo / name / "ops" / library.name)
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(
+            'platform: "tensorflow_savedmodel"\nbackend: "tensorflow"\n'
+            f'model_operations {{ op_library_filename: "/models/{name}/ops/{library.name}" }}\n')
+    return repo
+
+
+def test_the_containers_exact_tensorflow_version_is_read_from_its_files(installed_root, tensorflow_root):
+    assert from_root(str(installed_root)).facts.tensorflow == importlib.metadata.version("tensorflow-cpu")
+    assert from_root(str(tensorflow_root)).facts.tensorflow == wheel_version(wheel("tensorflow-cpu", OLD_TENSORFLOW))
+    assert wheel_version(wheel("tensorflow-cpu", OLD_TENSORFLOW)) == OLD_TENSORFLOW
+
+
+def test_the_containers_exact_torch_version_is_read_from_its_files(installed_root, torch_root):
+    assert from_root(str(installed_root)).facts.pytorch == importlib.metadata.version("torch").split("+")[0]
+    assert from_root(str(torch_root)).facts.pytorch == wheel_version(wheel("torch", OTHER_TORCH)).split("+")[0]
+    assert from_root(str(torch_root)).facts.pytorch == OTHER_TORCH
+
+
+def test_a_load_failure_with_another_torch_version_than_the_containers_is_information_beside_co507(
+        torch_root, tree, tmp_path):
+    aborts = tree / "probe" / "libaborts.so"  # its constructor aborts: it fails to load with any torch
+    repo = torch_root / "models"
+    shutil.rmtree(repo, ignore_errors=True)
+    (repo / "pt" / "1").mkdir(parents=True)
+    (repo / "pt" / "config.pbtxt").write_text('backend: "pytorch"\n')
+    place(aborts, repo / "pt" / "ops" / aborts.name)
+    (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt/ops/{aborts.name}"]\n')
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(torch_root)), (),
+                       probe=probing(tmp_path))
+    (failed,) = [f for f in result.findings if f.code == "CO409"]
+    assert failed.severity == Severity.INFO and "SIGABRT" in failed.message and OTHER_TORCH in failed.message
+    (versions,) = [f for f in result.findings if f.code == "CO507"]
+    probed = importlib.metadata.version("torch")
+    assert probed in versions.message and OTHER_TORCH in versions.message
+    assert any(failed.library in e and "CO409" in e for e in versions.evidence), versions.evidence
+    real = subprocess.run([sys.executable, "-c", f"import torch; torch.ops.load_library({str(aborts)!r})"],
+                          capture_output=True, timeout=300)
+    assert real.returncode != 0  # what the probe saw is what torch {probed} does: evidence, not the container's
+
+
+def test_a_tensorflow_probe_uses_the_containers_own_tensorflow_and_agrees_with_that_version(tensorflow_root,
+                                                                                            tmp_path):
+    current = real_container.package("tensorflow_text")
+    if current is None:
+        pytest.skip("tensorflow-text is not installed")
+    newer = current / "python" / "ops" / "_ngrams_op.so"  # built for the interpreter's TensorFlow
+    older = tmp_path / "text-2.15" / "_ngrams_op.so"  # built for TensorFlow 2.15
+    real_container.replace_from_wheel(wheel("tensorflow-text", OLD_TENSORFLOW),
+                                      {"tensorflow_text/python/ops/_ngrams_op.so": older})
+    repo = tensorflow_repository(tensorflow_root, {"tf_new": newer, "tf_old": older})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(tensorflow_root)), (), probe=probing(tmp_path))
+    assert not [f for f in result.findings if f.code == "CO507"]  # probed with the container's own TensorFlow
+    cc = tensorflow_root / "opt/tritonserver/backends/tensorflow/libtensorflow_cc.so.2"
+    assert f"probed 2 tensorflow op libraries with tensorflow {OLD_TENSORFLOW} ({cc})" in result.notes, result.notes
+
+    def probe_says(model: str) -> list[str]:
+        served = f"/models/{model}/ops/_ngrams_op.so"
+        return [e for f in result.findings if f.library == served and f.level == Severity.ERROR
+                for e in f.evidence if e.startswith(f"probe (tensorflow {OLD_TENSORFLOW})")]
+
+    site = site_with("tensorflow-cpu", OLD_TENSORFLOW)
+
+    def really(library: Path) -> tuple[bool, str]:
+        code = (f"import sys; sys.path.insert(0, {str(site)!r}); import tensorflow as tf\n"
+                f"assert tf.__version__ == {OLD_TENSORFLOW!r}, tf.__version__\n"
+                f"tf.load_op_library({str(library)!r})\n")
+        proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return proc.returncode == 0, (proc.stderr.strip().splitlines() or [""])[-1]
+
+    loads, _ = really(older)
+    assert loads and probe_says("tf_old") == []
+    loads, message = really(newer)
+    (seen,) = probe_says("tf_new")
+    assert not loads and "undefined symbol" in message
+    assert message.split("undefined symbol: ")[1] in seen, (seen, message)
