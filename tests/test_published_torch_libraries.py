@@ -11,6 +11,9 @@ as its PyTorch backend, and loaded the same way by the real torch in a subproces
 - STABLE_TORCH_LIBRARY* blocks register namespaces as TORCH_LIBRARY* do: a TorchScript model calling them
   loads once the library is preloaded (no CO408), stripped or not.
 - Two builds (torchaudio 2.10.0 and 2.11.1) define the same schemas in one namespace: CO406 as well.
+- torchvision 0.28.0's _C.so (torch::Library, paired with torch==2.13.0), stripped: a second copy aborts
+  (CO406); the schema strings qualified with torchvision:: that survive show its namespace (no CO408 for a
+  model calling torchvision::nms, whose own schema g++ built from immediates).
 
 The PyPI builds need CUDA libraries (libcudart.so.13, libc10_cuda.so, libtorch_cuda.so) that the CPU torch
 lacks; stubs generated from the libraries stand in for them (fixtures/published_torch.py), in the container's
@@ -26,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -48,6 +52,8 @@ LOAD_ERRORS = {"CO301", "CO302", "CO303", "CO304", "CO306", "CO307", "CO308"}
 AUDIO = "2.11.1"  # the torchaudio release paired with torch 2.13 (stable ABI, torch>=2.11)
 OLDER = "2.10.0"  # an earlier build of the same library (torch==2.10.0, already on the stable shims)
 MEMBERS = ("torchaudio/lib/libtorchaudio.so", "torchaudio/lib/_torchaudio.so")
+VISION = "0.28.0"  # torchvision for torch==2.13.0: TORCH_LIBRARY_FRAGMENT(torchvision) through torch::Library
+VISION_OPS = "torchvision/_C.so"
 
 
 def torch_lib() -> Path:
@@ -70,10 +76,19 @@ def audio() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
+def vision() -> Path:
+    try:
+        return published.extract("torchvision", VISION, (VISION_OPS,))["_C.so"]
+    except published.Unavailable as exc:
+        pytest.skip(f"no torchvision {VISION} wheel: {exc}")
+
+
+@pytest.fixture(scope="module")
 def stubs(audio: dict[str, Path]) -> Path:
     libraries = list(audio.values())
-    with contextlib.suppress(published.Unavailable):  # without it the stubs serve the newer release only
+    with contextlib.suppress(published.Unavailable):  # without them the stubs serve torchaudio 2.11.1 only
         libraries += published.extract("torchaudio", OLDER, MEMBERS).values()
+        libraries += published.extract("torchvision", VISION, (VISION_OPS,)).values()
     try:
         return published.cuda_stubs(libraries, torch_lib(), DEFAULT_OUT)
     except published.Unavailable as exc:
@@ -99,10 +114,12 @@ def root(tree: Path, stubs: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return built
 
 
-def check(root: Path, libraries: dict[str, Path], model: tuple[Path, Path] | None = None) -> tuple[Path, list[Finding]]:
+def check(root: Path, libraries: dict[str, Path], model: tuple[str, Path, Path] | None = None,
+          python: bool = False) -> tuple[Path, list[Finding]]:
     """customops check of a repository whose manifest preloads `libraries` ([pytorch] ops, each copied to
-    models/pt/ops/<key>/<name>: separate files) and, with `model` (the library to script it with, the stubs), holds a
-    TorchScript model 'pt'."""
+    models/pt/ops/<key>/<name>: separate files) and, with `model` (its forward's body, the library to script it
+    with, the stubs), holds a TorchScript model 'pt'. With `python`, libpython is preloaded too ([host]): the
+    subprocesses have it in their global scope, a server only so (as Triton's QA does for such op libraries)."""
     repo = root / "models"
     shutil.rmtree(repo, ignore_errors=True)
     (repo / "pt" / "1").mkdir(parents=True)
@@ -112,7 +129,12 @@ def check(root: Path, libraries: dict[str, Path], model: tuple[Path, Path] | Non
         (repo / "pt" / "ops" / key).mkdir(parents=True, exist_ok=True)
         shutil.copy2(library, repo / "pt" / "ops" / key / library.name)
         ops.append(f'"pt/ops/{key}/{library.name}"')
-    (repo / "customops.toml").write_text(f"[pytorch]\nops = [{', '.join(ops)}]\n")
+    manifest = f"[pytorch]\nops = [{', '.join(ops)}]\n"
+    if python:
+        libpython = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
+        real_container.place(libpython, repo / "pt" / "host" / libpython.name)
+        manifest += f'[host]\npreload = ["pt/host/{libpython.name}"]\n'
+    (repo / "customops.toml").write_text(manifest)
     if model:
         scripted_model(repo / "pt" / "1" / "model.pt", *model)
     result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(root)), ())
@@ -135,16 +157,18 @@ for library in sys.argv[2:]:
     torch.ops.load_library(library)
 class M(torch.nn.Module):
     def forward(self, x):
-        return torch.ops.torchaudio._lfilter_core_loop(x, torch.tensor([[0.0, 1.0]]), torch.zeros(1, 1, 6))
+        return {body}
 torch.jit.script(M()).save(sys.argv[1])
 '''
+LFILTER = "torch.ops.torchaudio._lfilter_core_loop(x, torch.tensor([[0.0, 1.0]]), torch.zeros(1, 1, 6))"
+NMS = "torch.ops.torchvision.nms(x, torch.tensor([0.9, 0.8]), 0.5)"
 
 
-def scripted_model(dest: Path, library: Path, stubs: Path) -> None:
-    """A TorchScript model calling torchaudio::_lfilter_core_loop, scripted with `library` loaded (torch.jit.script
+def scripted_model(dest: Path, body: str, library: Path, stubs: Path) -> None:
+    """A TorchScript model whose forward(x) returns `body`, scripted with `library` loaded (torch.jit.script
     needs the source in a file)."""
     script = dest.parent / "make_model.py"
-    script.write_text(MODEL)
+    script.write_text(MODEL.format(body=body))
     proc = subprocess.run([sys.executable, str(script), str(dest), str(library)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "LD_LIBRARY_PATH": str(stubs)})
     script.unlink()
@@ -258,7 +282,7 @@ def test_two_builds_of_one_stable_torch_op_library_abort_as_predicted(root, audi
 @pytest.mark.parametrize("strip", [False, True], ids=["with-symtab", "stripped"])
 def test_stable_abi_registrations_satisfy_a_torchscript_model(root, audio, stubs, tmp_path, strip):
     library = stripped(audio["libtorchaudio.so"], tmp_path) if strip else audio["libtorchaudio.so"]
-    repo, findings = check(root, {"ops": library}, model=(audio["libtorchaudio.so"], stubs))
+    repo, findings = check(root, {"ops": library}, model=(LFILTER, audio["libtorchaudio.so"], stubs))
     assert not [f for f in findings if f.code in ("CO408", *LOAD_ERRORS)], findings
     model = repo / "pt" / "1" / "model.pt"
     real = real_torch(loads([repo / "pt/ops/ops" / library.name]) + f"m = torch.jit.load({str(model)!r})\n"
@@ -268,7 +292,7 @@ def test_stable_abi_registrations_satisfy_a_torchscript_model(root, audio, stubs
 
 
 def test_a_torchscript_model_calling_stable_abi_ops_fails_without_their_library(root, audio, stubs):
-    repo, findings = check(root, {}, model=(audio["libtorchaudio.so"], stubs))
+    repo, findings = check(root, {}, model=(LFILTER, audio["libtorchaudio.so"], stubs))
     (finding,) = [f for f in findings if f.code == "CO408"]
     assert finding.symbol == "torchaudio::_lfilter_core_loop"
     real = real_torch(f"torch.jit.load({str(repo / 'pt/1/model.pt')!r})\n", stubs)
@@ -305,3 +329,33 @@ def test_a_stripped_library_calling_the_stable_shims_is_a_torch_op_library_with_
     assert sorted((r.kind, r.name, r.api, r.blocks) for r in found) == [
         ("op-library", "", "stable", ("fragment",)), ("schema", "labops::add.out", "stable", ()),
         ("schema", "twice", "stable", ())]
+
+
+def test_a_stripped_torch_library_op_library_preloaded_from_two_paths_aborts_as_predicted(root, vision, stubs,
+                                                                                        tmp_path):
+    """torchvision's _C.so (torch::Library, not the stable ABI): stripped, only its imports and some of its
+    schema strings are left (g++ builds the others from immediates); a second copy aborts the server."""
+    library = stripped(vision, tmp_path)
+    repo, findings = check(root, {"a": library, "b": library}, python=True)
+    (finding,) = co406(findings)
+    assert finding.severity == Severity.ERROR and finding.library == "/models/pt/ops/b/_C.so"
+    assert finding.message.endswith("which aborts the server") and finding.predicted is None
+    assert [f for f in findings if f.severity == Severity.ERROR] == [finding]
+    real = real_torch(loads([repo / "pt/ops/a" / library.name, repo / "pt/ops/b" / library.name]), stubs)
+    assert real.returncode == -signal.SIGABRT, real.stderr[-2000:]
+    assert "Tried to register an operator (torchvision::" in real.stderr
+
+
+@pytest.mark.parametrize("strip", [False, True], ids=["with-symtab", "stripped"])
+def test_a_qualified_schema_string_shows_the_namespace_a_torchscript_model_calls(root, vision, stubs, tmp_path,
+                                                                               strip):
+    """torchvision::nms's own schema is not a whole string in the stripped library, but others qualified with
+    torchvision:: are: the namespace is registered, so the model's call is not reported (CO408)."""
+    library = stripped(vision, tmp_path) if strip else vision
+    repo, findings = check(root, {"ops": library}, model=(NMS, vision, stubs), python=True)
+    assert not [f for f in findings if f.code in ("CO408", *LOAD_ERRORS)], findings
+    model = repo / "pt" / "1" / "model.pt"
+    real = real_torch(loads([repo / "pt/ops/ops" / library.name]) + f"m = torch.jit.load({str(model)!r})\n"
+                      "print(m(torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])).tolist())\n", stubs)
+    assert real.returncode == 0, real.stderr[-2000:]
+    assert real.stdout.split("\n")[:2] == ["loaded", "[0]"], real.stdout

@@ -73,19 +73,26 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
     """CO408: a TorchScript model calls ops of a namespace that neither a loaded op library nor the
     container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op". A loaded
     library registers a namespace when its `.symtab` shows a (STABLE_)TORCH_LIBRARY or _FRAGMENT block for it,
-    or, stripped, when it defines the schema of an op called there; nothing is claimed while a loaded op
-    library has neither (stripped, schemas not readable)."""
+    when one of its schema strings is qualified with it, or, stripped and on the stable ABI (whose schemas are
+    whole C string literals, all readable), when it defines the schema of an op called there. Nothing is
+    claimed while a stripped op library's schemas may be incomplete (torch::Library's, which g++ may build
+    from immediates) or are not readable at all."""
     framework = ctx.files.frameworks.get("pytorch")
     if framework is None:
         return []  # the framework's own libraries are needed to tell built-in namespaces from missing ones
     registered = {r.name for found in registrations.values() for r in found
                   if r.framework == "torch" and r.kind in ("namespace", "fragment")}
-    libraries = [found for found in registrations.values() if _op_library(found) is not None]
-    if any(not _schemas(found) and not any(r.source == "symtab" for r in found) for found in libraries):
-        return []  # a stripped op library whose schemas are not readable may register any namespace
     schemas: set[tuple[str, str]] = set()  # (namespace or "" where not readable, op without overload)
-    for found in libraries:
+    for found in registrations.values():
+        library = _op_library(found)
+        if library is None:
+            continue
         known, unknown = _namespaced_ops(found)
+        registered |= {ns for ns, _ in known}  # a schema defined in a namespace registers the namespace
+        if any(r.source == "symtab" for r in found if r.framework == "torch"):
+            continue
+        if library.api != "stable" or not _schemas(found):
+            return []  # stripped, its schemas not all readable: it may register any namespace
         schemas |= {(ns, op.split(".")[0]) for ns, op in known} | {("", op.split(".")[0]) for op in unknown}
     findings = []
     for model in ctx.models:
@@ -231,8 +238,10 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
             stable = any(r.api == "stable" for r in found if r.framework == "torch")
             how = ("torch refuses its namespace the second time and its first def() crashes the server (SIGSEGV)"
                    if stable else "torch refuses its namespace the second time, which aborts the server")
-        else:
+        elif any(r.api == "stable" for r in found if r.framework == "torch"):
             how = "torch refuses its namespace or its schemas the second time, which aborts (or crashes) the server"
+        else:  # torch::Library throws either way
+            how = "torch refuses its namespace or its schemas the second time, which aborts the server"
         findings.append(Finding(
             "CO406", f"{second.path} is a copy of {first.path}: loading it registers the same Torch ops again; {how}",
             model=second.model, library=second.path, file=second.source, symbol=schemas[0] if schemas else None,
