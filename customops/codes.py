@@ -189,9 +189,10 @@ _TABLE = (
          "Load one copy, or give the libraries different SONAMEs."),
     Code("CO408", E, "a model calls ops that no loaded library registers",
          "A TorchScript model's serialized code calls ops.<ns>.<op> for a namespace that no loaded op library "
-         "defines (TORCH_LIBRARY, STABLE_TORCH_LIBRARY or their fragments, read from .symtab; for a stripped "
-         "library, the schema of an op called there, read from its strings; nothing is claimed while a "
-         "stripped op library's schemas are unreadable) and the container's PyTorch libraries do "
+         "defines (TORCH_LIBRARY, STABLE_TORCH_LIBRARY or their fragments, read from .symtab, or a schema "
+         "string qualified with the namespace; for a stripped stable-ABI library, the schema of an op called "
+         "there; nothing is claimed while a stripped op library's schemas may be incomplete) and the "
+         "container's PyTorch libraries do "
          "not mention; or an ONNX model uses an operator domain that the container's ONNX Runtime does not "
          "build in, while its config lists no custom-op library. Needs the container's files (not a profile). "
          "With --probe, also the ops a model uses that its probed op libraries do not register, and a "
