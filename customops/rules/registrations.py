@@ -35,11 +35,12 @@ NEEDS_PREDICTION = False
 
 
 def check(ctx: RuleContext) -> list[Finding]:
-    steps = _distinct_files(list(ctx.custom_steps), ctx)
+    steps = list(ctx.custom_steps)
     registrations = {step: ctx.files.registrations.get(step.source, ()) for step in steps}
-    torch = _torch(steps, registrations)
-    torch += _torch_copies(steps, registrations, ctx, {f.library for f in torch})
-    torch += _torch_schemas(steps, registrations, ctx, {f.library for f in torch})
+    loaded = _distinct_files(steps, ctx)  # Torch registers in static initialisers: once per file ld.so maps
+    torch = _torch(loaded, registrations)
+    torch += _torch_copies(loaded, registrations, ctx, {f.library for f in torch})
+    torch += _torch_schemas(loaded, registrations, ctx, {f.library for f in torch})
     return (torch + _copies(steps, registrations, ctx)
             + _unregistered_torch_ops(ctx, registrations) + _unregistered_onnx_domains(ctx))
 
