@@ -124,26 +124,55 @@ def test_the_containers_exact_torch_version_is_read_from_its_files(installed_roo
     assert from_root(str(torch_root)).facts.pytorch == OTHER_TORCH
 
 
-def test_a_load_failure_with_another_torch_version_than_the_containers_is_information_beside_co507(
+NEW_C10 = "_ZN3c104impl17FakeTensorModeTLS8activateEv"  # c10::impl::FakeTensorModeTLS::activate(): 2.14, not 2.13
+
+
+def built_against_newer_torch(root: Path, dest: Path) -> Path:
+    """An op library that uses a c10 function torch 2.14 has and 2.13 lacks, linked against the container's."""
+    source = dest.with_suffix(".c")
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(f"extern void {NEW_C10}(void);\nvoid (*const uses_new_c10)(void) = {NEW_C10};\n")
+    pytorch = root / "opt/tritonserver/backends/pytorch"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(dest), str(source), "-Wl,--no-as-needed", f"-L{pytorch}",
+                    "-l:libc10.so"], check=True, capture_output=True)
+    return dest
+
+
+def test_a_torch_probe_of_another_version_than_the_containers_is_evidence_unless_the_containers_libtorch_fails(
         torch_root, tree, tmp_path):
+    newer = built_against_newer_torch(torch_root, tmp_path / "newer" / "libnewer_c10.so")
     aborts = tree / "probe" / "libaborts.so"  # its constructor aborts: it fails to load with any torch
     repo = torch_root / "models"
     shutil.rmtree(repo, ignore_errors=True)
     (repo / "pt" / "1").mkdir(parents=True)
     (repo / "pt" / "config.pbtxt").write_text('backend: "pytorch"\n')
-    place(aborts, repo / "pt" / "ops" / aborts.name)
-    (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt/ops/{aborts.name}"]\n')
+    for library in (newer, aborts):
+        place(library, repo / "pt" / "ops" / library.name)
+    (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt/ops/{newer.name}", "pt/ops/{aborts.name}"]\n')
     result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(torch_root)), (),
                        probe=probing(tmp_path))
-    (failed,) = [f for f in result.findings if f.code == "CO409"]
-    assert failed.severity == Severity.INFO and "SIGABRT" in failed.message and OTHER_TORCH in failed.message
-    (versions,) = [f for f in result.findings if f.code == "CO507"]
     probed = importlib.metadata.version("torch")
+    by_library = {f.library: f for f in result.findings if f.code == "CO409"}
+    evidence = by_library[f"/models/pt/ops/{newer.name}"]  # fails with the interpreter's torch, loads in the
+    assert evidence.severity == Severity.INFO and "Could not load this library" in evidence.message  # container's
+    assert OTHER_TORCH in evidence.message and probed in evidence.message
+    assert any(e.startswith(f"probe (the container's torch {OTHER_TORCH}, without Python): loaded")
+               for e in evidence.evidence), evidence.evidence
+    verdict = by_library[f"/models/pt/ops/{aborts.name}"]  # the container's own libtorch fails too: an error
+    assert verdict.severity == Severity.ERROR and f"the container's torch {OTHER_TORCH}" in verdict.message
+    assert "SIGABRT" in verdict.message
+    (versions,) = [f for f in result.findings if f.code == "CO507"]
     assert probed in versions.message and OTHER_TORCH in versions.message
-    assert any(failed.library in e and "CO409" in e for e in versions.evidence), versions.evidence
-    real = subprocess.run([sys.executable, "-c", f"import torch; torch.ops.load_library({str(aborts)!r})"],
-                          capture_output=True, timeout=300)
-    assert real.returncode != 0  # what the probe saw is what torch {probed} does: evidence, not the container's
+    assert any(newer.name in e and aborts.name in e and "CO409" in e for e in versions.evidence), versions.evidence
+
+    def really(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+    failed = really(f"import torch; torch.ops.load_library({str(newer)!r})")  # the real torch the probe used
+    assert failed.returncode != 0 and f"undefined symbol: {NEW_C10}" in failed.stderr
+    assert really(f"import torch; torch.ops.load_library({str(aborts)!r})").returncode != 0
+    libtorch = torch_root / "opt/tritonserver/backends/pytorch/libtorch_cpu.so"  # the container's, without Python
+    assert really(f"import ctypes; ctypes.CDLL({str(libtorch)!r}); ctypes.CDLL({str(newer)!r})").returncode == 0
 
 
 def test_a_tensorflow_probe_uses_the_containers_own_tensorflow_and_agrees_with_that_version(tensorflow_root,

@@ -27,7 +27,7 @@ def main(emit: Callable[..., None], args: list[str]) -> int:
     """Load every library, stopping at the first failure; the exit status."""
     framework, runtime, paths = args[0], args[1], args[2:]
     try:
-        if runtime and framework in ("tensorflow", "onnxruntime"):
+        if runtime and framework in ("tensorflow", "onnxruntime", "torch"):
             ctypes.CDLL(runtime, mode=LOCAL)
         elif framework in ("torch", "tensorflow"):
             __import__(framework)
@@ -82,6 +82,32 @@ class Torch(Dlopen):
         before = self.schemas()
         self.torch.ops.load_library(path)
         return self.schemas() - before
+
+
+class TorchC(Dlopen):
+    """A libtorch without its Python package (the container's libtorch_cpu.so, which brings libc10.so): each
+    op library is dlopen()ed as torch.ops.load_library does (RTLD_LOCAL); its TORCH_LIBRARY blocks register
+    into that libtorch's dispatcher while it loads, so a library that cannot load there, or aborts, fails
+    as in the server. What it registers is not listed (that needs the Python package)."""
+
+    def __init__(self, runtime: str, emit: Callable[..., None]) -> None:
+        ctypes.CDLL(runtime, mode=LOCAL)
+        emit("VERSION", torch_version(runtime))
+
+
+def torch_version(library: str) -> str:
+    """TORCH_VERSION as libtorch_cpu.so stores it: right after the ONNX exporter's producer name "pytorch"."""
+    import mmap
+    import re
+
+    with open(library, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        at = data.find(b"\0pytorch\0")
+        while at >= 0:
+            for word in bytes(data[at + 9:at + 105]).split(b"\0"):
+                if re.fullmatch(rb"\d+\.\d+\.\d+[0-9A-Za-z.+-]{0,40}", word):
+                    return word.decode()
+            at = data.find(b"\0pytorch\0", at + 1)
+    return ""
 
 
 class Tensorflow(Dlopen):
@@ -283,7 +309,7 @@ class OnnxRuntime(Dlopen):
 
 def loader_for(framework: str, runtime: str, emit: Callable[..., None]) -> Dlopen:
     if framework == "torch":
-        return Torch(emit)
+        return TorchC(runtime, emit) if runtime else Torch(emit)
     if framework == "tensorflow":
         return TensorflowC(runtime, emit) if runtime else Tensorflow(emit)
     if framework == "onnxruntime":

@@ -27,6 +27,8 @@ from customops.probe.results import ProbeResult, ProbeStatus
 
 LOADER = Path(__file__).with_name("child_load.py").read_text()  # run in the sandbox, never imported
 TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text()
+# The framework library a probe may load its op libraries with instead of the Python package (the container's).
+C_API_LIBRARY = {"onnxruntime": "libonnxruntime", "tensorflow": "libtensorflow_cc", "torch": "libtorch_cpu"}
 UNAVAILABLE_EXIT = 3  # the scripts' exit status when the framework cannot be imported (their UNAVAILABLE_EXIT)
 
 
@@ -54,7 +56,9 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     default: the one in `python`'s onnxruntime package), reports "domain:op" names, and then creates a
     session, which is when ONNX Runtime rejects conflicting registrations (customops/probe/child_load.py).
     "tensorflow" with a `runtime` (a libtensorflow_cc.so.2, e.g. the container's) calls its C API's
-    TF_LoadLibrary through ctypes instead of importing `python`'s tensorflow package.
+    TF_LoadLibrary through ctypes instead of importing `python`'s tensorflow package; "torch" with a
+    `runtime` (a libtorch_cpu.so) loads it and then dlopens the libraries, as torch.ops.load_library does,
+    without the Python package: a verdict on loading, with no registrations listed.
 
     A library runs in the loader's own process, so it could, by reading the loader's memory, learn the
     nonce and forge what the loader reports; a library that only prints the protocol, or writes it to
@@ -67,7 +71,7 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
         if runtime is None:
             message = f"{python} has no onnxruntime package with a libonnxruntime.so"
             return tuple(ProbeResult(p, ProbeStatus.UNAVAILABLE, message, None, "", ()) for p in paths)
-    runtime = runtime if framework in ("onnxruntime", "tensorflow") else None
+    runtime = runtime if runtime and os.path.basename(runtime).startswith(C_API_LIBRARY.get(framework, "\0")) else None
     readable = (*paths, *_runtime_files(runtime)) if runtime else paths
     run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
     found = _Reported(run, timeout)
@@ -145,8 +149,10 @@ def _signal_name(number: int) -> str:
 
 def _runtime_files(runtime: str) -> tuple[str, ...]:
     """The C-API library and the framework library it needs beside it (TensorFlow's), which the loader reads."""
-    beside = os.path.join(os.path.dirname(runtime), "libtensorflow_framework.so.2")
-    return (runtime, beside) if os.path.basename(runtime).startswith("libtensorflow_cc") else (runtime,)
+    name = os.path.basename(runtime)
+    beside = "libtensorflow_framework.so.2" if name.startswith("libtensorflow_cc") else (
+        "libc10.so" if name.startswith("libtorch_cpu") else None)
+    return (runtime, os.path.join(os.path.dirname(runtime), beside)) if beside else (runtime,)
 
 
 def _tagged(messages: tuple[tuple[str, ...], ...], tag: str) -> str | None:

@@ -10,12 +10,12 @@ are cached by the files' identities and the interpreter's.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from customops import cachedir
 from customops.probe.frameworks import onnxruntime_library, package_file, probe_group, tensorflow_ops
-from customops.probe.results import PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
+from customops.probe.results import FAILURES, PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
 from customops.triton.plan import LoadPlan, LoadStep
 
 TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
@@ -39,6 +39,13 @@ class ProbedGroup:
     runtime: str | None  # the C-API library that loaded them (libonnxruntime.so, libtensorflow_cc.so.2), if one did
     alone: tuple[ProbeResult, ...]  # each library in its own process
     together: tuple[ProbeResult, ...]  # all of them, in load order, in one process
+    # torch: the container's own libtorch (without Python) on each library that failed alone with the probe's
+    container: tuple[ProbeResult, ...] = ()
+
+    def in_container(self, source: str) -> ProbeResult | None:
+        """What the container's own framework did with the library, where that was probed besides."""
+        return next((r for r in self.container if r.library == os.path.abspath(source)
+                     and r.status is not ProbeStatus.UNAVAILABLE), None)
 
     @property
     def unavailable(self) -> str | None:
@@ -89,6 +96,10 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
             if not group.unavailable:
                 break  # else the next candidate: the container's library may not load on this machine
         assert group is not None
+        if framework == "torch" and (libtorch := container_library(plan, "torch")) is not None:
+            failed = [r.library for r in group.alone if r.status in FAILURES]
+            group = replace(group, container=tuple(cached_results(settings, "torch", libtorch, libtorch, (f,))[0]
+                                                   for f in failed))
         probed.append(group)
     return probed
 
@@ -96,7 +107,11 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
 def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[str | None]:
     """The frameworks to probe with, best first: the container's own (the C-API library beside the backend
     the plan loads: libonnxruntime.so, libtensorflow_cc.so.2), then `settings.python`'s (None: its package;
-    ONNX Runtime: the library in it). --probe-onnxruntime, when given, is the only ONNX Runtime."""
+    ONNX Runtime: the library in it). --probe-onnxruntime, when given, is the only ONNX Runtime. Torch is
+    probed with `python`'s package, which lists what each library registers (the container's libtorch only
+    gives a second verdict on the libraries that failed: ProbedGroup.container)."""
+    if framework == "torch":
+        return [None]
     if framework == "onnxruntime" and settings.onnxruntime_library is not None:
         return [settings.onnxruntime_library]
     found: list[str | None] = [library for library in (container_library(plan, framework),) if library]
@@ -109,7 +124,8 @@ def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[st
 
 def container_library(plan: LoadPlan, framework: str) -> str | None:
     """The container's C-API library of `framework` (a host path), beside the backend library the plan loads."""
-    stems = {"onnxruntime": ("onnxruntime", "libonnxruntime.so"), "tensorflow": ("tensorflow", "libtensorflow_cc.so")}
+    stems = {"onnxruntime": ("onnxruntime", "libonnxruntime.so"), "tensorflow": ("tensorflow", "libtensorflow_cc.so"),
+             "torch": ("pytorch", "libtorch_cpu.so")}
     if framework not in stems:
         return None
     backend, stem = stems[framework]

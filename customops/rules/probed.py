@@ -8,7 +8,8 @@
   that TensorFlow does not know once the op libraries are loaded).
 - CO409: a library fails to load with the real framework even alone; an error only when that framework is
   the container's version: with another one (CO507) the failure is shown as information, evidence that
-  the container's own framework may or may not reproduce.
+  the container's own framework may or may not reproduce, unless the container's own libtorch (loaded
+  without Python, for the libraries that failed) fails too.
 - CO507: the framework that probed is not the container's version (both versions named, and the libraries
   that failed to load with it).
 A static finding that a probe confirms is kept, with the probe's observation added to its evidence.
@@ -86,15 +87,27 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
     members = group.members()
     for index, (step, alone, together) in enumerate(members):
         if alone.status in FAILURES:
+            own = group.in_container(step.source) if other else None
+            if own is not None and own.status in FAILURES:  # the container's own framework fails too: a verdict
+                label = f"the container's {group.framework} {own.framework_version or other}"
+                found.append(Finding(
+                    "CO409", f"{step.path} fails to load with {label}: {own.message}", model=step.model,
+                    library=step.path, file=step.source, predicted=own.message,
+                    evidence=(f"probe ({label}, its libtorch without Python): {own.status.value} when loaded "
+                              f"alone: {own.message}",
+                              f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}")))
+                continue
             differs = (f"{group.framework} {group.version} is not the container's {other}: this failure is evidence "
                        "for the container's framework, not a verdict",) if other else ()
+            loads = (f"probe (the container's {group.framework} {own.framework_version or other}, without Python): "
+                     f"{own.status.value} when loaded alone",) if own is not None else ()
             found.append(Finding(
                 "CO409", f"{step.path} fails to load with {_label(group)}"
                          f"{f' (the container ships {other})' if other else ''}: {alone.message}",
                 severity=Severity.INFO if other else None, model=step.model,
                 library=step.path, file=step.source, predicted=alone.message,
                 evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",
-                          *differs)))
+                          *differs, *loads)))
         elif together.status in FAILURES:
             earlier = group.steps[:index]
             shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
