@@ -209,7 +209,8 @@ _TABLE = (
          "crashes or hangs. The message is the framework's own. TensorFlow and ONNX Runtime probes use the "
          "container's own library where it loads on this machine. When the framework that probed is not the "
          "container's version (CO507), the failure is reported as info, not an error: it is evidence about "
-         "another version, not a verdict on the container's.",
+         "another version, not a verdict on the container's (a Torch op library is then loaded again with the "
+         "container's own libtorch, without Python: an error when that fails too).",
          "The same failure at model load in the server (or a crash of the whole server for an abort).",
          "Fix what the message names; if the probing interpreter is not the container's framework (CO507), "
          "probe with one that is (--probe-python)."),
