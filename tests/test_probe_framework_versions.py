@@ -211,3 +211,49 @@ def test_a_tensorflow_probe_uses_the_containers_own_tensorflow_and_agrees_with_t
     (seen,) = probe_says("tf_new")
     assert not loads and "undefined symbol" in message
     assert message.split("undefined symbol: ")[1] in seen, (seen, message)
+
+
+def unloadable_here(root: Path, library: Path) -> None:
+    """Replace the (hard-linked) library by a copy that needs a system library the container has and this
+    machine lacks, as a container's library built for a newer system would: the container loads it, the
+    probe here cannot."""
+    system = root / "usr/lib/x86_64-linux-gnu/libzz.so.1"
+    subprocess.run(["gcc", "-shared", "-o", str(system), "-Wl,-soname,libzz.so.1", "-x", "c", "/dev/null"],
+                   check=True, capture_output=True)
+    data = bytearray(library.read_bytes())
+    at = data.index(b"\0librt.so.1\0")
+    data[at + 1:at + 11] = b"libzz.so.1"
+    library.unlink()
+    library.write_bytes(bytes(data))
+
+
+def test_a_tensorflow_probe_falls_back_to_the_interpreters_tensorflow_and_a_failure_there_is_evidence(
+        tensorflow_root, tmp_path):
+    current = real_container.package("tensorflow_text")
+    if current is None:
+        pytest.skip("tensorflow-text is not installed")
+    root = tmp_path / "root"
+    shutil.copytree(tensorflow_root, root, symlinks=True, copy_function=os.link,
+                    ignore=shutil.ignore_patterns("models"))
+    unloadable_here(root, root / "opt/tritonserver/backends/tensorflow/libtensorflow_cc.so.2")
+    older = tmp_path / "text-2.15" / "_ngrams_op.so"  # built for TensorFlow 2.15, the container's
+    real_container.replace_from_wheel(wheel("tensorflow-text", OLD_TENSORFLOW),
+                                      {"tensorflow_text/python/ops/_ngrams_op.so": older})
+    repo = tensorflow_repository(root, {"tf_old": older})
+    result = run_check([str(repo)], load_manifest(None), from_root(str(root)), (), probe=probing(tmp_path))
+    assert from_root(str(root)).facts.tensorflow == OLD_TENSORFLOW
+    probed = importlib.metadata.version("tensorflow-cpu")
+    (note,) = [n for n in result.notes if n.startswith("probed 1 tensorflow op library")]
+    assert f"with tensorflow {probed} (the container's libtensorflow_cc.so.2 did not load here: " in note, note
+    assert "libzz.so.1" in note
+    (versions,) = [f for f in result.findings if f.code == "CO507"]
+    assert probed in versions.message and OLD_TENSORFLOW in versions.message
+    served = f"/models/tf_old/ops/{older.name}"
+    assert any(served in e and "CO409" in e for e in versions.evidence), versions.evidence
+    about = [f for f in result.findings if f.library == served]
+    assert not [f for f in about if f.level == Severity.ERROR], about  # the failure with 2.21 is no error
+    (seen,) = [f for f in about if f.code == "CO409"]
+    assert seen.severity == Severity.INFO and "undefined symbol" in seen.message
+    proc = subprocess.run([sys.executable, "-c", f"import tensorflow as tf; tf.load_op_library({str(older)!r})"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.returncode != 0 and "undefined symbol" in proc.stderr  # what TensorFlow {probed} does with it

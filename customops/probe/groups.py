@@ -41,6 +41,7 @@ class ProbedGroup:
     together: tuple[ProbeResult, ...]  # all of them, in load order, in one process
     # torch: the container's own libtorch (without Python) on each library that failed alone with the probe's
     container: tuple[ProbeResult, ...] = ()
+    passed_over: str = ""  # why the container's own framework library did not probe them, where it was tried
 
     def in_container(self, source: str) -> ProbeResult | None:
         """What the container's own framework did with the library, where that was probed besides."""
@@ -86,15 +87,17 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     for framework, model, steps in groups(plan):
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
         sources = tuple(s.source for s in steps)
-        group = None
+        group, passed_over = None, ""
         for runtime in runtimes(plan, settings, framework):
             # What the answer depends on: the op libraries, and the framework (its C-API library or package).
             identity = runtime or package_file(settings.python, framework)
             alone = tuple(cached_results(settings, framework, runtime, identity, (source,))[0] for source in sources)
             together = cached_results(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
-            group = ProbedGroup(framework, model, steps, runtime, alone, together)
+            group = ProbedGroup(framework, model, steps, runtime, alone, together, passed_over=passed_over)
             if not group.unavailable:
                 break  # else the next candidate: the container's library may not load on this machine
+            if runtime is not None and runtime == container_library(plan, framework):
+                passed_over = f"the container's {os.path.basename(runtime)} did not load here: {group.unavailable}"
         assert group is not None
         if framework == "torch" and (libtorch := container_library(plan, "torch")) is not None:
             failed = [r.library for r in group.alone if r.status in FAILURES]

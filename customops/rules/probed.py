@@ -63,7 +63,8 @@ def notes(probes: Probes) -> list[str]:
         where = f" for model '{group.model}'" if group.model else ""
         found.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
                      f"{where} with {group.framework} {group.version}"
-                     + (f" ({group.runtime})" if group.runtime and group.framework == "tensorflow" else ""))
+                     + (f" ({group.runtime})" if group.runtime and group.framework == "tensorflow" else "")
+                     + (f" ({group.passed_over})" if group.passed_over else ""))
     return found
 
 
@@ -164,6 +165,7 @@ def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
             evidence=(f"container: {CONTAINER_FRAMEWORK[group.framework]} {expected}",
                       f"probed with: {group.framework} {group.version}"
                       + (f" ({group.runtime})" if group.runtime else " (the probe interpreter's package)"),
+                      *([group.passed_over] if group.passed_over else []),
                       *([f"failed to load with {group.framework} {group.version} (CO409, information): "
                          + ", ".join(failed)] if failed else []))))
     return found
