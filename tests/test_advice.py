@@ -213,7 +213,7 @@ def test_co101_an_unknown_field_close_to_nothing_gets_no_guess(repo):
 
 
 def test_co102_a_platform_suggestion_comes_from_the_known_platform_values():
-    from customops.triton.repository import PLATFORM_BACKEND
+    from customops.triton.autocomplete import PLATFORM_TYPE as PLATFORM_BACKEND
 
     assert did_you_mean("onnxruntime_onx", PLATFORM_BACKEND) == "did you mean 'onnxruntime_onnx'?"
     assert did_you_mean("caffe2_netdef", PLATFORM_BACKEND) == ""

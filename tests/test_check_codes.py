@@ -32,7 +32,10 @@ class Repo:
         self.models = self.root / "models"
         self.models.mkdir()
 
-    def model(self, name: str, config: str, model_file: str = "model.bin", **libs: str) -> Repo:
+    def model(self, name: str, config: str, model_file: str = "", **libs: str) -> Repo:
+        """A model whose version 1 holds `model_file` (default: what its backend loads; the core serves a
+        backend: "tensorflow" model only when it finds model.graphdef or model.savedmodel)."""
+        model_file = model_file or ("model.graphdef" if 'backend: "tensorflow"' in config else "model.bin")
         directory = self.models / name
         (directory / "1").mkdir(parents=True)
         (directory / "config.pbtxt").write_text(config)

@@ -46,6 +46,8 @@ def repository(root: Path, models: dict[str, tuple[str, Path]], manifest: str = 
     repo.mkdir()
     for name, (backend, op_library) in models.items():
         (repo / name / "1").mkdir(parents=True)
+        if backend == "tensorflow":  # the core tells a TensorFlow model's platform from its file
+            (repo / name / "1" / "model.graphdef").write_bytes(b"")
         dest = repo / name / "ops" / op_library.name
         place(op_library, dest)
         library = f"/models/{name}/ops/{op_library.name}"

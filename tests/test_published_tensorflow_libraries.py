@@ -83,6 +83,7 @@ def check_preloaded(tree: Path, root: Path, libraries: Path, op_library: Path) -
     shutil.rmtree(repo, ignore_errors=True)
     (repo / "tf" / "1").mkdir(parents=True)
     (repo / "tf" / "config.pbtxt").write_text('backend: "tensorflow"\n')
+    (repo / "tf" / "1" / "model.graphdef").write_bytes(b"")  # the core serves it as tensorflow_graphdef
     place(op_library, repo / "tf" / "ops" / op_library.name)
     (repo / "customops.toml").write_text(f'[tensorflow]\npreload = ["tf/ops/{op_library.name}"]\n')
     result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(root)), ())

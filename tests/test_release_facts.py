@@ -27,6 +27,8 @@ def repository(where: Path, **backends: str) -> Path:
     for name, backend in backends.items():
         (where / name / "1").mkdir(parents=True)
         (where / name / "config.pbtxt").write_text(f'backend: "{backend}"\n')
+        if backend == "tensorflow":  # the core tells a TensorFlow model's platform from its file
+            (where / name / "1" / "model.graphdef").write_bytes(b"")
     return where
 
 

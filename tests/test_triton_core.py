@@ -187,6 +187,8 @@ SCENARIOS = [
     ("backend_library_in_backend_directory_of_another_backend",
      s(model(), {f"{BACKENDS}/other/libtriton_mybackend.so": Lib()})),
     ("ensemble_composing_a_missing_model", s(model("ens", config=ensemble("ghost")), MYBACKEND)),
+    ("tensorflow_backend_without_a_platform_or_model_file",
+     s(model(config='backend: "tensorflow"\n', extra={"1/model.bin": ""}), MYBACKEND)),
     ("ensemble_composing_an_available_model",
      s(model(config=MINIMAL + IO), model("ens", config=ensemble("m")), MYBACKEND)),
 ]
@@ -265,9 +267,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
         "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
         "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "
         "read /models/m/config.pbtxt: No such file or directory'",
-    "platform_and_backend_disagree":
-        "an error for platform 'onnxruntime_onnx' with backend 'mybackend' ('unexpected 'platform' and 'backend' "
-        "pair'); the core uses the backend and the model is READY",
     "explicit_load_of_a_model_that_does_not_exist":
         "no error for a model asked for (--load-model / only_models) that is in no repository; the core: "
         "\"failed to poll model 'ghost': model not found in any model repository.\"",

@@ -27,6 +27,7 @@ class ModelledRun:
     prediction: Prediction
     outcomes: list[tuple[LoadStep, StepOutcome]]
     assumes: str | None = None
+    left_out: frozenset[str] = frozenset()  # the libraries assumed fixed: what the first run says of them stands
 
 
 def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerTarget, reader: ElfReader,
@@ -39,6 +40,7 @@ def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerT
     if _death(prediction) is None:
         return runs
     fixes: list[str] = []
+    left_out: set[str] = set()
     if _death(prediction) is StepKind.STARTUP:
         started = _starting(plan, executable, ctx, linker, extra_preload)
         if started is None:  # it does not start even without the plan's preloads: nothing else can be modelled
@@ -46,6 +48,7 @@ def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerT
         kept, prediction = started
         dropped = [s.path for s in plan.preloads if s not in kept]
         fixes.append(f"the server starts without {', '.join(dropped)}")
+        left_out.update(dropped)
         plan = replace(plan, preloads=kept)
         scenario = scenario_for(plan, executable, ctx, extra_preload)
     for _ in range(len(scenario.steps)):
@@ -53,12 +56,14 @@ def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerT
         if dead is None:
             break
         fixes.append(f"{dead.request} does not stop the server")
+        left_out.add(dead.request)
         scenario = replace(scenario, steps=tuple(s for s in scenario.steps if s.label != dead.label))
         prediction = linker.run(scenario)
     if _death(prediction) is not None:
         return runs
     assumes = " and ".join(fixes) + " (what stops it is reported on its own)"
-    return [*runs, ModelledRun(prediction, pair_outcomes(plan, prediction, extra_preload), assumes)]
+    return [*runs, ModelledRun(prediction, pair_outcomes(plan, prediction, extra_preload), assumes,
+                               frozenset(left_out))]
 
 
 def _death(prediction: Prediction) -> StepKind | None:

@@ -113,12 +113,12 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
 
 def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]:
     """The findings of the server as it is, then those that only a run modelled as if what stops the server
-    were fixed can see, each marked with that assumption."""
+    were fixed can see (not those about the libraries it leaves out), each marked with that assumption."""
     findings = run_rules(rules)
     seen = {_identity(f) for f in findings}
     for run in runs[1:]:
         for f in run_rules(rule_context.with_prediction(rules, run.prediction, run.outcomes)):
-            if _identity(f) not in seen:
+            if _identity(f) not in seen and f.library not in run.left_out:
                 seen.add(_identity(f))
                 findings.append(replace(f, assumes=run.assumes))
     return findings

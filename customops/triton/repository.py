@@ -15,19 +15,9 @@ from typing import Any
 
 from customops import safeio
 from customops.errors import InputError, printable
-from customops.triton.modelconfig import did_you_mean, parse_config
+from customops.triton.autocomplete import served
+from customops.triton.modelconfig import parse_config
 
-PLATFORM_BACKEND = {
-    "tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
-    "onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch", "torch_aoti": "pytorch",
-}
-FILENAME_BACKEND = {
-    "model.graphdef": ("tensorflow", "tensorflow_graphdef"),
-    "model.savedmodel": ("tensorflow", "tensorflow_savedmodel"),
-    "model.plan": ("tensorrt", "tensorrt_plan"), "model.onnx": ("onnxruntime", "onnxruntime_onnx"),
-    "model.pt": ("pytorch", "pytorch_libtorch"), "model.pt2": ("pytorch", "torch_aoti"),
-    "model.xml": ("openvino", ""), "model.py": ("python", ""),
-}
 # VersionsToLoad (core model_lifecycle.cc): these subdirectories are never versions (kWarmupDataFolder,
 # kInitialStateFolder, kModelConfigFolder); any other is converted with std::stoll, unless it has a leading zero
 NOT_VERSIONS = ("warmup", "initial_state", "configs")
@@ -60,6 +50,7 @@ class Model:
     versions: tuple[int, ...]  # the ones loaded under the version policy, newest first
     op_libraries: tuple[str, ...]  # model_operations.op_library_filename, as written
     problems: tuple[Problem, ...]
+    default_model_filename: str = ""  # as the core auto-completes it ("" : the backend's own default)
 
     @property
     def loadable(self) -> bool:
@@ -68,8 +59,7 @@ class Model:
     def model_file(self, default: str) -> str:
         """The file or directory the backend loads: default_model_filename, else the backend's `default`,
         in the first version directory (the model must have one)."""
-        named = self.config.default_model_filename if self.config is not None else ""
-        return os.path.join(self.path, str(self.versions[0]), named or default)
+        return os.path.join(self.path, str(self.versions[0]), self.default_model_filename or default)
 
 
 def check_repository(path: str) -> None:
@@ -83,7 +73,9 @@ def check_repository(path: str) -> None:
         raise InputError(path, "is a model directory; pass its repository (the parent directory)")
 
 
-def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None) -> list[Model]:
+def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None,
+                    auto_complete: bool = True) -> list[Model]:
+    """`auto_complete`: False as with tritonserver --disable-auto-complete-config (a config file is required)."""
     check_repository(path)
     try:
         entries = sorted(os.listdir(path))
@@ -95,7 +87,7 @@ def read_repository(path: str, config_name: str | None = None, only: set[str] | 
         # every subdirectory is a model to the core, a hidden one (.ipynb_checkpoints, .git) too
         if not os.path.isdir(model_dir) or (only is not None and name not in only):
             continue
-        models.append(read_model(model_dir, name, config_name))
+        models.append(read_model(model_dir, name, config_name, auto_complete))
     return models
 
 
@@ -121,7 +113,7 @@ def _broken_link(path: str) -> str:
             "configuration")
 
 
-def read_model(model_dir: str, name: str, config_name: str | None = None) -> Model:
+def read_model(model_dir: str, name: str, config_name: str | None = None, auto_complete: bool = True) -> Model:
     problems: list[Problem] = []
     candidate = os.path.join(model_dir, "config.pbtxt")
     if config_name and os.path.isfile(os.path.join(model_dir, "configs", f"{config_name}.pbtxt")):
@@ -150,6 +142,11 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
             if error is not None:
                 problems.append(Problem("CO101", error.reason,  # the finding's location: path:line:column
                                         f"failed to read text proto from {config_path}", error.line, error.column))
+    if config_path is None and not auto_complete:  # model_repository_manager.cc: ReadTextProto of a missing file
+        problems.append(Problem("CO101", "has no config.pbtxt, which the server requires with auto-complete "
+                                "disabled (--disable-auto-complete-config)",
+                                f"failed to open text file for read {candidate}: No such file or directory",
+                                hint="Write the model's config.pbtxt, or let the server auto-complete it."))
     if config is not None and config.name and config.name != name:  # model_repository_manager.cc
         message = f"unexpected directory name '{name}' for model '{config.name}', directory name must equal model name"
         hint = f"Name the directory '{config.name}', or set name: \"{name}\" (or leave name out)."
@@ -158,12 +155,16 @@ def read_model(model_dir: str, name: str, config_name: str | None = None) -> Mod
     platform = config.platform if config is not None else ""
     runtime = config.runtime if config is not None else ""
     versions = _versions(model_dir, name, config, problems)
-    if config is not None or config_path is None:
-        backend, platform = _resolve_backend(model_dir, name, backend, platform,
-                                             config.default_model_filename if config is not None else "",
-                                             versions, problems)
+    filename = config.default_model_filename if config is not None else ""
+    if config is not None or (config_path is None and auto_complete):
+        completed = served(model_dir, name, backend, platform, filename, config.name if config is not None else "")
+        backend, platform, filename = completed.backend, completed.platform, completed.default_model_filename
+        if completed.problem:
+            message = completed.problem + (f"; {completed.suggestion}" if completed.suggestion else "")
+            problems.append(Problem("CO102", message, completed.problem, hint=completed.hint))
     ops = tuple(config.model_operations.op_library_filename) if config is not None else ()
-    return Model(name, model_dir, config_path, config, backend, platform, runtime, versions, ops, tuple(problems))
+    return Model(name, model_dir, config_path, config, backend, platform, runtime, versions, ops, tuple(problems),
+                 filename)
 
 
 def version_of(directory: str) -> int | None:
@@ -213,43 +214,3 @@ def _versions(model_dir: str, name: str, config: Any, problems: list[Problem]) -
         message = f"at least one version must be available under the version policy of model '{name}'"
         problems.append(Problem("CO103", message, message))
     return tuple(chosen)
-
-
-def _resolve_backend(model_dir: str, name: str, backend: str, platform: str, default_filename: str,
-                     versions: tuple[int, ...], problems: list[Problem]) -> tuple[str, str]:
-    """AutoCompleteBackendFields, then the platform/backend validation of ValidateModelConfig."""
-    if platform == "ensemble":
-        if backend:
-            message = f"Ensemble model '{name}' must have platform type 'ensemble' and empty backend type"
-            problems.append(Problem("CO102", message, message))
-        return "", platform
-    if not backend and platform:
-        if platform not in PLATFORM_BACKEND:
-            message = f"unexpected platform type '{platform}' for {name}"
-            suggestion = did_you_mean(platform, PLATFORM_BACKEND)
-            problems.append(Problem("CO102", f"{message}; {suggestion}" if suggestion else message, message))
-            return "", platform
-        return PLATFORM_BACKEND[platform], platform
-    if backend and platform and PLATFORM_BACKEND.get(platform) != backend:
-        message = f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}"
-        problems.append(Problem("CO102", message, message))
-        return backend, platform
-    if backend:
-        return backend, platform
-    if default_filename in FILENAME_BACKEND:
-        return FILENAME_BACKEND[default_filename]
-    if versions:
-        try:
-            files = sorted(os.listdir(os.path.join(model_dir, str(versions[0]))))
-        except OSError:
-            files = []
-        for filename in files:
-            if filename in FILENAME_BACKEND:
-                return FILENAME_BACKEND[filename]
-        for filename in files:
-            if filename.startswith("model.") and len(filename) > len("model."):
-                return filename[len("model."):], ""
-    message = (f"Invalid model name: Could not determine backend for model '{name}' with no backend in model "
-               "configuration. Expected model name of the form 'model.<backend_name>'.")
-    problems.append(Problem("CO102", message, message))
-    return "", ""
