@@ -98,9 +98,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _server_command(argv: list[str]) -> list[str] | None:
+    """`customops check [OPTIONS] [REPO...] -- tritonserver ARGS`: the server's command line after the first
+    `--`, taken off `argv` (check's positionals would swallow it); None when check is not given one."""
+    if not argv or argv[0] != "check" or "--" not in argv:
+        return None
+    cut = argv.index("--")
+    server = argv[cut + 1:]
+    del argv[cut:]
+    return server
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        server = _server_command(argv)
         args = build_parser().parse_args(argv)
+        if server is not None:
+            args.server = server
         code = int(args.run(args))
         sys.stdout.flush()  # a full disk or a closed descriptor shows here, where it can still be reported
         return code

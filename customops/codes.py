@@ -85,6 +85,19 @@ _TABLE = (
          "there, and a malformed one hides nothing while its author believes it does.",
          "Remove the entry or comment, or correct its code, globs or line (a same-line comment applies only to "
          "findings that point at that line; `ignore-file[...]` to every finding that points at the file)."),
+    Code("CO108", E, "a model the server is asked for is in no repository",
+         "A model named with tritonserver --load-model (explicit mode), or by a step of an ensemble, is in none "
+         "of the model repositories.",
+         "`failed to poll model '<M>': model not found in any model repository.`; an ensemble naming it is not "
+         "served: `ensemble <E> contains models that are not available or ambiguous: <M>`.",
+         "Correct the name, or add the model's directory to a repository."),
+    Code("CO109", E, "an ensemble cannot be served",
+         "An ensemble (platform \"ensemble\") has no ensemble_scheduling, or one of its steps names a model that "
+         "itself fails (found by this check); in explicit mode the models its steps name are loaded with it and "
+         "checked too.",
+         "`ensemble scheduling must be set for ensemble <E> whose platform is ensemble`, or `ensemble '<E>' "
+         "depends on '<M>' which has no loaded version.`: the ensemble is UNAVAILABLE.",
+         "Fix the step's model first (its own finding says how), or add ensemble_scheduling."),
     Code("CO201", E, "backend library not found",
          "The backend library (libtriton_<backend>.so or the runtime field) exists in none of the places "
          "Triton searches: <model>/<version>/, <model>/, <backend_dir>/<backend>/.",

@@ -1,22 +1,27 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 59 scenarios; customops agrees with the core on 49, diverges on 9 (the XFAIL table below, one
-reason each), and 1 (a model name in two repositories) is skipped: mini_tritonserver takes one
---model-repository. When the core aborts (config_pbtxt_is_a_directory: std::length_error) no model is served,
-and only the verdicts are compared.
+Summary: 62 scenarios; customops agrees with the core on 61 (the XFAIL table is empty), and 1 (a model name in
+two repositories) is skipped: mini_tritonserver takes one --model-repository. When the core aborts
+(config_pbtxt_is_a_directory: std::length_error) no model is served, and only the verdicts are compared. More
+scenarios: tests/test_triton_core_corpus.py.
 
-Each scenario is a small container root (the fixture container's libraries, the real libtritonserver.so and
-tritonserver stand-in, the scenario's /models and /opt/tritonserver/backends with the real example backends
-renamed as the seed walkthrough does) checked twice: by customops (customops.app.check.run_check, its models'
-CO1xx/CO2xx errors) and by the real core (mini_tritonserver run at /models and /opt/tritonserver/backends in a
-private mount namespace + chroot). For every model both must agree on whether it is UNAVAILABLE, and where the
-core gives a reason, one of customops' predicted messages (Finding.predicted) must contain that reason after its
-status prefix ("Invalid argument: " ...). A scenario where customops disagrees today is
-`xfail(strict=True, reason=<what customops does wrong>)`: it fails once fixed, so the mark goes with the fix.
+Each scenario is a small container root (the real server: mini_tritonserver as tritonserver, the real
+libtritonserver.so and the libraries they need, tests/triton_core.server_root; the scenario's /models and
+/opt/tritonserver/backends with the real example backends renamed as the seed walkthrough does) checked twice:
+by customops (`customops check --container-root ROOT -- tritonserver ARGS`, its models' CO1xx-CO3xx errors)
+and by the real core (mini_tritonserver run at /models and /opt/tritonserver/backends in a private mount
+namespace + chroot). For every model both must agree on whether it is UNAVAILABLE, and where the core gives a
+reason, one of customops' predicted messages (Finding.predicted) must contain that reason after its status
+prefix ("Invalid argument: " ...; an ensemble's up to where it quotes its step model's message). A scenario
+where customops disagrees is `xfail(strict=True, reason=<what customops does wrong>)`: it fails once fixed, so
+the mark goes with the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import re
 import shutil
@@ -29,12 +34,16 @@ from typing import Any
 import pytest
 import triton_core
 
+from customops import cli
 from customops.app.check import default_mounts, run_check
 from customops.codes import Severity
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 
 BACKENDS = "opt/tritonserver/backends"
+# an ensemble's message quotes its step model's own ("... Model 'm' loading failed with error: <m's message>"),
+# which is compared on that model: the ensemble's is compared up to there
+NESTED = re.compile(r" Model '[^']*' (?:loading )?failed with error: ")
 SOURCES = Path(__file__).resolve().parent.parent / "fixtures" / "src"
 STATUS = re.compile(r"^(?:Invalid argument|Internal|Not found|Unavailable|Unsupported|Already exists|Unknown): ")
 
@@ -60,8 +69,6 @@ class Scenario:
     files: Files
     args: tuple[str, ...] = ()
     repositories: tuple[str, ...] = ("/models",)
-    config_name: str | None = None
-    only_models: frozenset[str] | None = None
 
 
 MINIMAL = 'backend: "mybackend"\n'
@@ -143,14 +150,14 @@ SCENARIOS = [
      s(model(config=MINIMAL + 'default_model_filename: "model.bin"\n'), MYBACKEND)),
     ("model_config_name_selects_configs_file",
      s(model(config='backend: "nope"\n', extra={"configs/prod.pbtxt": MINIMAL}), MYBACKEND,
-       args=("--model-config-name=prod",), config_name="prod")),
+       args=("--model-config-name=prod",))),
     ("model_config_name_falls_back_to_config_pbtxt",
-     s(model(), MYBACKEND, args=("--model-config-name=prod",), config_name="prod")),
+     s(model(), MYBACKEND, args=("--model-config-name=prod",))),
     ("duplicate_model_name_across_two_repositories",
      s(model(), MYBACKEND, {"models2/m/config.pbtxt": MINIMAL, "models2/m/1/": DIR},
        repositories=("/models", "/models2"))),
     ("explicit_load_of_a_model_that_does_not_exist",
-     s(model(), MYBACKEND, args=("--load-model=ghost",), only_models=frozenset({"ghost"}))),
+     s(model(), MYBACKEND, args=("--load-model=ghost",))),
     ("python_based_backend_model_py_in_backend_directory",
      s(model(config='backend: "mypy"\n'), {f"{BACKENDS}/mypy/model.py": "class TritonPythonModel: pass\n",
                                            f"{BACKENDS}/python/libtriton_python.so": Lib()})),
@@ -218,17 +225,26 @@ def build_root(root: Path, scenario: Scenario) -> None:
 
 def customops_verdicts(root: Path, scenario: Scenario) -> dict[str, list[str | None]]:
     """model -> the predicted messages of its CO1xx-CO3xx errors (repository, backend, loading; an empty list:
-    available)."""
-    repositories = [str(root / r.lstrip("/")) for r in scenario.repositories]
-    container = from_root(str(root))
-    mounts = default_mounts(repositories, container, tuple(zip(scenario.repositories, repositories, strict=True)))
-    result = run_check(repositories, load_manifest(None), container, mounts, config_name=scenario.config_name,
-                       only_models=set(scenario.only_models) if scenario.only_models else None)
-    verdicts: dict[str, list[str | None]] = {m.name: [] for m in result.models}
-    for f in result.findings:
-        if f.model and f.code[:3] in ("CO1", "CO2", "CO3") and f.level == Severity.ERROR:
-            verdicts.setdefault(f.model, []).append(f.predicted)
+    available), from `customops check --container-root ROOT -- tritonserver ARGS`, the server's own command
+    line read by the parser launch uses."""
+    server = ["tritonserver", *(f"--model-repository={r}" for r in scenario.repositories), *scenario.args]
+    if asked_for(scenario) is not None:  # mini_tritonserver implies it; tritonserver requires it
+        server.append("--model-control-mode=explicit")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["check", "--container-root", str(root), "--format", "json", "--no-cache", "--", *server])
+    report = json.loads(out.getvalue())
+    verdicts: dict[str, list[str | None]] = {m["name"]: [] for m in report["models"]}
+    for f in report["findings"]:
+        if f["model"] and f["code"][:3] in ("CO1", "CO2", "CO3") and f["severity"] == "error":
+            verdicts.setdefault(f["model"], []).append(f["predicted"])
     return verdicts
+
+
+def asked_for(scenario: Scenario) -> frozenset[str] | None:
+    """The models --load-model names (explicit mode), or None: every model."""
+    names = [a.split("=", 1)[1] for a in scenario.args if a.startswith("--load-model=")]
+    return frozenset(names) if names else None
 
 
 def disagreements(core: dict[str, tuple[str, str]], ours: dict[str, list[str | None]],
@@ -243,7 +259,7 @@ def disagreements(core: dict[str, tuple[str, str]], ours: dict[str, list[str | N
                        f"{'errors ' + repr(errors) if errors else 'no error'}")
             continue
         if unavailable and reason:
-            wanted = STATUS.sub("", reason.splitlines()[0])
+            wanted = NESTED.split(STATUS.sub("", reason.splitlines()[0]), 1)[0]
             if not any(p and wanted in p for p in errors):
                 out.append(f"{name}: core says {wanted!r}, customops predicts {errors!r}")
     return out
@@ -258,28 +274,11 @@ def check(tmp_path: Path, scenario: Scenario) -> None:
         core = triton_core.run(pairs, root / BACKENDS, *scenario.args)
     except triton_core.Crashed:  # the server aborts: no model is served, with no reason to compare
         core = {name: ("UNAVAILABLE", "") for name in ours}
-    problems = disagreements(core, ours, scenario.only_models)
+    problems = disagreements(core, ours, asked_for(scenario))
     assert not problems, "\n".join(problems)
 
 
-XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
-    "no_config_with_auto_complete_disabled":
-        "with --disable-auto-complete-config (not modelled) customops predicts the auto-complete message "
-        "'Invalid model name: Could not determine backend ...'; the core says 'failed to open text file for "
-        "read /models/m/config.pbtxt: No such file or directory'",
-    "explicit_load_of_a_model_that_does_not_exist":
-        "no error for a model asked for (--load-model / only_models) that is in no repository; the core: "
-        "\"failed to poll model 'ghost': model not found in any model repository.\"",
-    "ensemble_without_ensemble_scheduling":
-        "no error for platform 'ensemble' without ensemble_scheduling; the core: 'ensemble scheduling must be "
-        "set for ensemble ens whose platform is ensemble'",
-    "ensemble_composing_an_unavailable_model":
-        "no error for an ensemble whose step's model is itself UNAVAILABLE; the core: \"ensemble 'ens' depends "
-        "on 'm' which has no loaded version. Model 'm' loading failed with error: ...\"",
-    "ensemble_composing_a_missing_model":
-        "no error for an ensemble whose step names a model that is in no repository; the core: 'ensemble ens "
-        "contains models that are not available or ambiguous: ghost'",
-}
+XFAIL: dict[str, str] = {}  # what customops does wrong today, per scenario (none at the moment)
 
 
 @pytest.mark.parametrize("scenario", [

@@ -9,6 +9,7 @@ from customops import progress
 from customops.app import suppressions
 from customops.app.as_if_fixed import ModelledRun, modelled_runs
 from customops.app.planning import build_plan
+from customops.codes import Severity
 from customops.elf.cache import ElfReader
 from customops.findings import Finding
 from customops.linker.prediction import Prediction
@@ -17,7 +18,7 @@ from customops.probe.groups import ProbeSettings
 from customops.rules import context as rule_context
 from customops.rules import run as run_rules
 from customops.rules.context import RuleContext
-from customops.triton import mounts
+from customops.triton import ensembles, mounts
 from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
@@ -61,13 +62,19 @@ def dependencies(result: CheckResult) -> list[str]:
 def run_check(repositories: list[str], manifest: Manifest, container: Container, mounts: tuple[tuple[str, str], ...],
               config_name: str | None = None, only_models: set[str] | None = None,
               reader: ElfReader | None = None, extra_preload: str | None = None,
-              server_plugins: tuple[str, ...] = (), probe: ProbeSettings | None = None) -> CheckResult:
-    """`probe`: also load the op libraries with the real frameworks, in isolated child processes."""
+              server_plugins: tuple[str, ...] = (), probe: ProbeSettings | None = None,
+              auto_complete: bool = True) -> CheckResult:
+    """`probe`: also load the op libraries with the real frameworks, in isolated child processes;
+    `auto_complete`: False as tritonserver --disable-auto-complete-config."""
     reader = reader or ElfReader()
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
     progress.stage("reading the model repositories")
-    models = [m for repo in repositories for m in read_repository(repo, config_name, only_models)]
+    models = [m for repo in repositories for m in read_repository(repo, config_name, None, auto_complete)]
+    asked = only_models
+    if only_models is not None:  # explicit mode: what --load-model names, and the models its ensembles step through
+        loaded = ensembles.loaded_with(models, only_models)
+        models = [m for m in models if m.name in loaded]
     ctx = Context(container, manifest, mounts, server_plugins=server_plugins,
                   checkouts=tuple(os.path.abspath(r) for r in repositories))
     plan, findings, unchecked = build_plan(models, ctx)
@@ -104,6 +111,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         observed = probed.check(replace(base, probes=probes))
         findings = probed.merge(findings, observed)
         notes += probed.notes(probes) + containment_notes(groups)
+    findings += _served_together(models, findings, asked)
     findings = _located_in_checkout(findings, models, repositories)
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
@@ -122,6 +130,17 @@ def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]
                 seen.add(_identity(f))
                 findings.append(replace(f, assumes=run.assumes))
     return findings
+
+
+def _served_together(models: list[Model], findings: list[Finding], asked: set[str] | None) -> list[Finding]:
+    """CO108/CO109: models asked for that no repository has, and ensembles whose step models fail (known only
+    once every model's own findings are)."""
+    failing: dict[str, str] = {}
+    for f in findings:
+        if f.model and f.level >= Severity.ERROR and f.code[:3] in ("CO1", "CO2", "CO3"):
+            failing.setdefault(f.model, f.message)
+    missing = ensembles.not_in_any_repository(asked, models) if asked is not None else []
+    return missing + ensembles.ensemble_findings(models, failing)
 
 
 def _identity(f: Finding) -> tuple:

@@ -49,8 +49,9 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
         probe = None if request.probe is None else probe_settings(container, request.probe.python,
                                                                     request.probe.onnxruntime, cache_dir)
         result = run_check(repositories, manifest, container, mounts, request.model_config_name,
-                           set(request.models) if request.models is not None else None, reader, probe=probe)
-    result.notes[:0] = notes
+                           set(request.models) if request.models is not None else None, reader, probe=probe,
+                           auto_complete=request.auto_complete)
+    result.notes[:0] = [*notes, *request.server_notes]
     result.manifest = manifest.path
     result.profile = os.path.abspath(profile) if profile else None
     exit_code = 1 if any(f.level >= fail_on for f in result.findings) else 0

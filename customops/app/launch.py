@@ -27,7 +27,7 @@ from customops.errors import CustomopsError, InputError, printable
 from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host
 from customops.triton.plan import Context, merge
-from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, unchecked, with_plugins
 
 if TYPE_CHECKING:  # the check's modules are heavy; what to start is assembled without them (environment_for)
     from customops.app.check import CheckResult
@@ -81,17 +81,18 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
     root = os.path.abspath(container_root)
-    mounts = mounts_for(args.repositories, root, mounts)
+    mounts = mounts_for(args.local_repositories, root, mounts)
     container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
-    manifest = _manifest(args.repositories, root, manifest_path, mounts)
+    manifest = _manifest(args.local_repositories, root, manifest_path, mounts)
     notes: list[str] = [f"using the manifest {shown(manifest.path)}"] if manifest.path else []
+    notes += unchecked(args)
     if args.control_mode == "explicit" and not args.load_models:
         notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
     only = args.models_to_check
     check = None
     if run_the_check:
         host_repositories = []
-        for repository in args.repositories:
+        for repository in args.local_repositories:
             host = resolve_host(root, repository, mounts)
             if host is None:  # resolved as tritonserver would: a symlink out of the root never reaches this machine
                 raise InputError(repository, "model repository does not exist in the container" + (
@@ -102,7 +103,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
                           server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
                           if existing_plugins else (), probe=probe(container) if probe else None,
-                          reader=reader)
+                          reader=reader, auto_complete=args.auto_complete)
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
     threshold = fail_on if fail_on is not None else manifest.fail_on
     blocking = [f for f in check.findings if f.level >= threshold] if check else []
@@ -123,7 +124,7 @@ def environment_for(server_argv: list[str], container_root: str, manifest_path: 
     is read), so that a start on a cached verdict assembles it from the current inputs, exactly as a start
     that runs the check does."""
     root = os.path.abspath(container_root)
-    repositories = parse(server_argv).repositories
+    repositories = parse(server_argv).local_repositories
     mounts = mounts_for(repositories, root, mounts)
     manifest = _manifest(repositories, root, manifest_path, mounts)
     argv, environment, _ = assemble(server_argv, root, manifest, mounts, dict(os.environ if environ is None

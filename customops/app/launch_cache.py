@@ -35,7 +35,7 @@ def key_parts(server_argv: list[str], options: dict, mounts: Mounts, environ: di
     parts = [__version__, json.dumps(server_argv), json.dumps(options, sort_keys=True), json.dumps(sorted(mounts)),
              environ.get("LD_PRELOAD", ""), environ.get("LD_LIBRARY_PATH", "")]
     try:
-        for repository in args.repositories:
+        for repository in args.local_repositories:  # a cloud repository is not read: its models are not checked
             host = resolve_host(root, repository, mounts)
             parts.append("missing" if host is None else tree_fingerprint(host))
         if options.get("manifest"):

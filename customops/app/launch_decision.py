@@ -47,7 +47,7 @@ def decide(request: LaunchRequest, failure_report: FailureReport) -> Decision:
     argv = list(request.server_argv)
     root = os.path.abspath(request.container_root)
     # the mounts check would add too: part of the cache key, with the directory of this machine each names
-    mounts = mounts_for(parse(argv).repositories, root, tuple(parse_mount(m) for m in request.mounts))
+    mounts = mounts_for(parse(argv).local_repositories, root, tuple(parse_mount(m) for m in request.mounts))
     options = {"container_root": root, "manifest": request.manifest,
                "fail_on": None if request.fail_on is None else str(request.fail_on), "check": request.check,
                "existing_preload": request.existing_preload}

@@ -24,6 +24,8 @@ class CheckRequest:
     mounts: tuple[str, ...] = ()  # --mount HOST_DIR:CONTAINER_DIR, as given (parsed with the check)
     model_config_name: str | None = None
     models: frozenset[str] | None = None  # --load-model (None: every model)
+    auto_complete: bool = True  # False: tritonserver --disable-auto-complete-config (a config is required)
+    server_notes: tuple[str, ...] = ()  # what the server's command line leaves unchecked (cloud repositories, ...)
     fail_on: Severity | None = None  # None: the manifest's
     select: tuple[str, ...] | None = None  # replaces the manifest's select
     ignore: tuple[str, ...] = ()  # added to the manifest's ignore

@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from customops.errors import CustomopsError
+from customops.errors import CustomopsError, printable
 from customops.outputs import write_file
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
 
     from customops.app import report_cache
 
-    if not (args.repositories or args.more_repositories):  # one line, as every other bad input (test_bad_input)
-        raise CustomopsError("no model repository given")
+    if not (args.repositories or args.more_repositories or getattr(args, "server", None) is not None):
+        raise CustomopsError("no model repository given")  # one line, as every other bad input (test_bad_input)
     if args.statistics and args.format != "text":
         wrong("--statistics applies to the text report only (the other formats list every finding)")
     try:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     from customops.app.checking import check_repositories
 
     checked = check_repositories(request, notes)
-    base = request.repositories[0]
+    base = request.repositories[0] if request.repositories else os.getcwd()
     if args.format == "text":
         render_text(args, checked, base)
     else:
@@ -122,7 +122,7 @@ def check_request(args: argparse.Namespace) -> CheckRequest:
     from customops.codes import Severity
     from customops.selection import parse_selectors
 
-    return CheckRequest(
+    request = CheckRequest(
         repositories=tuple(os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)),
         container=ContainerChoice(args.container_root, args.profile, args.triton_release, args.backend_directory),
         manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
@@ -132,6 +132,41 @@ def check_request(args: argparse.Namespace) -> CheckRequest:
         ignore=parse_selectors(args.ignore or (), "--ignore"),
         probe=ProbeOptions(args.probe_python, args.probe_onnxruntime) if args.probe else None,
         cache_dir=args.cache_dir, use_cache=not args.no_cache)
+    server = getattr(args, "server", None)
+    return request if server is None else with_server_command(request, args, server)
+
+
+def with_server_command(request: CheckRequest, args: argparse.Namespace, server: list[str]) -> CheckRequest:
+    """`check -- tritonserver ARGS`: the repositories, backend directory, config name, models to load and
+    auto-complete setting read from the server's own command line, by the parser launch uses; ValueError when
+    check's own options say the same thing too."""
+    from dataclasses import replace
+
+    from customops.triton.mounts import parse_mount, resolve_host
+    from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, unchecked
+
+    given = [f for f, v in (("MODEL_REPOSITORY", request.repositories), ("--model-config-name",
+             args.model_config_name), ("--load-model", args.load_model),
+             ("--backend-directory", args.backend_directory != DEFAULT_BACKEND_DIRECTORY)) if v]
+    if given:
+        raise ValueError(f"{given[0]} is read from the tritonserver command line after --; give it there only")
+    sa = parse(server if server else ["tritonserver"])
+    root = os.path.abspath(args.container_root) if args.container_root else None
+    mounts = tuple(parse_mount(m) for m in args.mount)
+    repositories = []
+    for repository in sa.local_repositories:
+        host = resolve_host(root, repository, mounts) if root else repository
+        if host is None:
+            raise CustomopsError(f"{printable(repository)}: model repository does not exist in the container "
+                                 "nor as a directory of this machine")
+        repositories.append(os.path.abspath(host))
+    if not repositories and not sa.cloud_repositories:
+        raise CustomopsError("no model repository given (tritonserver needs --model-repository)")
+    container = replace(request.container, backend_directory=sa.backend_directory or DEFAULT_BACKEND_DIRECTORY)
+    only = sa.models_to_check
+    return replace(request, repositories=tuple(repositories), container=container,
+                   model_config_name=sa.model_config_name, models=frozenset(only) if only is not None else None,
+                   auto_complete=sa.auto_complete, server_notes=tuple(unchecked(sa)))
 
 
 def render(report_format: str, checked: CheckRun, base: str) -> str:

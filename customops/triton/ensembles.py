@@ -1,0 +1,77 @@
+"""Ensembles and the models the server is asked for, as Triton core's model repository manager decides them
+(model_repository_manager.cc: explicit-mode polling, the DependencyGraph of ensemble steps; model_config_utils.cc
+ValidateModelConfig): an ensemble is served only when every model its steps name is, and a model named with
+--load-model must be in a repository. In explicit mode the models an ensemble's steps name load with it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from customops.findings import Finding
+from customops.triton.repository import Model
+
+CODES = frozenset({"CO108", "CO109"})
+
+
+def steps(model: Model) -> tuple[str, ...]:
+    """The models an ensemble's steps name, in order, each once."""
+    if model.config is None or not model.config.HasField("ensemble_scheduling"):
+        return ()
+    return tuple(dict.fromkeys(step.model_name for step in model.config.ensemble_scheduling.step))
+
+
+def loaded_with(models: Iterable[Model], asked: set[str]) -> set[str]:
+    """The models asked for and, transitively, those their ensemble steps name (explicit mode loads them too)."""
+    by_name = {m.name: m for m in models}
+    wanted, todo = set(asked), list(asked)
+    while todo:
+        model = by_name.get(todo.pop())
+        for name in steps(model) if model is not None else ():
+            if name not in wanted:
+                wanted.add(name)
+                todo.append(name)
+    return wanted
+
+
+def not_in_any_repository(asked: set[str], models: Iterable[Model]) -> list[Finding]:
+    """CO108 for each --load-model name no repository has."""
+    present = {m.name for m in models}
+    return [Finding("CO108", f"model '{name}' is asked for (--load-model) but is in no model repository", model=name,
+                    predicted=f"failed to poll model '{name}': model not found in any model repository.")
+            for name in sorted(asked - present)]
+
+
+def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str]) -> list[Finding]:
+    """CO108/CO109 for every ensemble that cannot be served: no ensemble_scheduling, a step naming a model in no
+    repository, or one naming a model that fails (`failing`: model -> why; an ensemble failing this way fails
+    the ensembles above it in turn)."""
+    ensembles = [m for m in models if m.platform == "ensemble" and m.loadable]
+    present = {m.name for m in models}
+    failing = dict(failing)
+    findings: list[Finding] = []
+    for model in ensembles:
+        if model.config is not None and not model.config.HasField("ensemble_scheduling"):
+            message = f"ensemble scheduling must be set for ensemble {model.name} whose platform is ensemble"
+            findings.append(_finding("CO109", model, message, message))
+            failing[model.name] = message
+        elif missing := sorted(set(steps(model)) - present):
+            message = f"ensemble {model.name} contains models that are not available or ambiguous: {', '.join(missing)}"
+            findings.append(_finding("CO108", model, f"ensemble '{model.name}' names models in no repository: "
+                                     f"{', '.join(missing)}", message))
+            failing[model.name] = message
+    changed = True
+    while changed:  # an ensemble of a failing ensemble fails too
+        changed = False
+        for model in ensembles:
+            down = next((n for n in steps(model) if n in failing), None) if model.name not in failing else None
+            if down is not None:
+                predicted = f"ensemble '{model.name}' depends on '{down}' which has no loaded version."
+                findings.append(_finding("CO109", model, f"ensemble '{model.name}' cannot be served: its step "
+                                         f"model '{down}' fails ({failing[down]})", predicted))
+                failing[model.name] = predicted
+                changed = True
+    return findings
+
+
+def _finding(code: str, model: Model, message: str, predicted: str) -> Finding:
+    return Finding(code, message, model=model.name, file=model.config_path, predicted=predicted)
