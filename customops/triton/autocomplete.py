@@ -24,14 +24,13 @@ class BackendType(Enum):
     TENSORFLOW = "tensorflow"
     TENSORRT = "tensorrt"
     ONNXRUNTIME = "onnxruntime"
-    PYTORCH = "pytorch"
-    TORCH_AOTI = "torch_aoti"
+    PYTORCH = "pytorch"  # BACKEND_TYPE_TORCHAOTI is BACKEND_TYPE_PYTORCH too (4): "pytorch" serves torch_aoti
 
 
 PLATFORM_TYPE = {"tensorflow_graphdef": BackendType.TENSORFLOW, "tensorflow_savedmodel": BackendType.TENSORFLOW,
                  "tensorrt_plan": BackendType.TENSORRT, "onnxruntime_onnx": BackendType.ONNXRUNTIME,
-                 "pytorch_libtorch": BackendType.PYTORCH, "torch_aoti": BackendType.TORCH_AOTI}
-# GetBackendType: the first match wins, so "pytorch" is PYTORCH although the AOTI backend has that name too
+                 "pytorch_libtorch": BackendType.PYTORCH, "torch_aoti": BackendType.PYTORCH}
+# GetBackendType: the AOTI backend is "pytorch" too
 BACKEND_TYPE = {"tensorflow": BackendType.TENSORFLOW, "tensorrt": BackendType.TENSORRT,
                 "onnxruntime": BackendType.ONNXRUNTIME, "pytorch": BackendType.PYTORCH}
 PLATFORMS = (*PLATFORM_TYPE, "libtorch", "ensemble")  # the platform names the core knows

@@ -2,8 +2,9 @@
 
 Triton core src/backend_model.cc, src/shared_library.cc and src/backend_manager.cc: the library is
 `runtime` or `libtriton_<backend>.so`, searched in <model>/<version>/, <model>/, <backend_dir>/<backend>/
-(first existing file wins); a Python-based backend is <backend_dir>/<backend>/model.py served by
-libtriton_python.so; TRITONBACKEND_ModelInstanceExecute is the one required entry point.
+(first existing file wins; a runtime library, its symlinks resolved, must lie in the directory it was found in);
+a Python-based backend is <backend_dir>/<backend>/model.py served by libtriton_python.so;
+TRITONBACKEND_ModelInstanceExecute is the one required entry point.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import difflib
 import os
 from dataclasses import dataclass
 
+from customops import chroot
 from customops.findings import Finding
 from customops.triton.loaders import FRAMEWORKS, OP_LIBRARY_BACKENDS
 from customops.triton.plan import Context, LoaderResult, LoadStep
@@ -47,31 +49,13 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
     searched: list[str] = []
     unseen: list[str] = []  # candidates in a facts-only container's own directories
     if model.runtime != "model.py":
-        for directory in dirs:
-            candidate = os.path.normpath(f"{directory}/{libname}")
-            if not candidate.startswith(directory.rstrip("/") + "/"):
-                message = (f"backend library name '{libname}' escapes backend directory '{directory}', for model "
-                           f"'{model.name}', check model config runtime field")
-                return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
-                                                                    file=model.config_path, predicted=message))
-            searched.append(candidate)
-            seen = ctx.visible(candidate)
-            if seen:
-                return BackendLookup(candidate, tuple(searched))
-            if seen is None:
-                unseen.append(candidate)
+        found = _search(dirs, libname, ctx, searched, unseen)
+        if found is not None:  # the core checks where a runtime library really lies, not a default-named one
+            escape = _escape(model, ctx, libname, found[0]) if model.runtime else None
+            return BackendLookup(None if escape else found[1], tuple(searched), escape)
     python_based = f"{backend_dir}/{model.backend}/model.py"
     if model.runtime == "model.py" or (not model.runtime and ctx.exists(python_based)):
-        for directory in (*dirs, f"{backend_dir}/python"):
-            candidate = f"{directory}/libtriton_python.so"
-            searched.append(candidate)
-            if ctx.exists(candidate):
-                return BackendLookup(candidate, tuple(searched))
-        if ctx.container.target is None:
-            return BackendLookup(None, tuple(searched), unknown=True)
-        message = _not_found("libtriton_python.so", model.name, (*dirs, f"{backend_dir}/python"))
-        return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
-                                                            file=model.config_path, predicted=message))
+        return _python_based(model, ctx, dirs, searched)
     if model.runtime:
         predicted = _not_found(libname, model.name, dirs)
     else:
@@ -90,6 +74,65 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
     return BackendLookup(None, tuple(searched), Finding(
         code, message + _did_you_mean(model, ctx, absent), model=model.name, file=model.config_path,
         predicted=predicted, evidence=tuple(f"searched: {p}" for p in searched)))
+
+
+def _search(directories: list[str] | tuple[str, ...], libname: str, ctx: Context, searched: list[str],
+            unseen: list[str]) -> tuple[str, str] | None:
+    """FindBackendLibraryPath: (directory, library) for the first directory where <directory>/<libname> exists
+    (access(F_OK): symlinks and `..` resolved as the kernel does), adding each path tried to `searched`."""
+    for directory in directories:
+        path = f"{directory}/{libname}"
+        candidate = os.path.normpath(path)
+        searched.append(candidate)
+        seen = ctx.visible(path)
+        if seen:
+            return directory, candidate
+        if seen is None:
+            unseen.append(candidate)
+    return None
+
+
+def _escape(model: Model, ctx: Context, libname: str, directory: str) -> Finding | None:
+    """IsChildPathEscapingParentPath: the library found in `directory`, its symlinks resolved (weakly_canonical),
+    must lie under that directory (canonical): `1/lib -> ../lib` or a `..` in runtime leaves it."""
+    child, parent = _real(ctx, f"{directory}/{libname}"), _real(ctx, directory)
+    if child is None or parent is None or child == parent or child.startswith(parent.rstrip("/") + "/"):
+        return None
+    message = (f"backend library name '{libname}' escapes backend directory '{directory}', for model "
+               f"'{model.name}', check model config runtime field")
+    return Finding("CO201", message, model=model.name, file=model.config_path, predicted=message,
+                   evidence=(f"resolved: {child}",))
+
+
+def _real(ctx: Context, path: str) -> str | None:
+    """A container path with its symlinks and `..` resolved inside the container, or None (absent or unknown)."""
+    target = ctx.container.target
+    if target is not None:
+        return target.resolve(path)
+    found = chroot.resolve(None, tuple(sorted(ctx.mounts, key=lambda m: -len(m[0]))), path)
+    return None if found is None else found[0]
+
+
+def _python_based(model: Model, ctx: Context, dirs: list[str], searched: list[str]) -> BackendLookup:
+    """A Python-based backend (runtime "model.py", or <backend_dir>/<backend>/model.py with no library): the Python
+    backend's libtriton_python.so in the model's directories, then <backend_dir>/python; with runtime "model.py"
+    the backend's model.py must exist too."""
+    backend_dir = ctx.container.backend_dir
+    directories = (*dirs, f"{backend_dir}/python")
+    found = _search(directories, "libtriton_python.so", ctx, searched, [])
+    if found is None:
+        if ctx.container.target is None:
+            return BackendLookup(None, tuple(searched), unknown=True)
+        message = _not_found("libtriton_python.so", model.name, directories)
+        return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
+                                                            file=model.config_path, predicted=message))
+    escape = _escape(model, ctx, "libtriton_python.so", found[0])
+    model_py = f"{backend_dir}/{model.backend}/model.py"
+    if escape is None and model.runtime == "model.py" and ctx.visible(model_py) is False:
+        message = (f"unable to find Python backend based backend library 'model.py' for model '{model.name}', "
+                   f"searched: '{model_py}'")
+        escape = Finding("CO201", message, model=model.name, file=model.config_path, predicted=message)
+    return BackendLookup(None if escape else found[1], tuple(searched), escape)
 
 
 def _not_found(libname: str, model: str, directories: list[str] | tuple[str, ...]) -> str:
