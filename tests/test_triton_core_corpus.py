@@ -1,9 +1,8 @@
 """More oracle scenarios for customops against the real Triton core (the machinery is tests/test_triton_core.py's).
 
-Summary: 59 scenarios; customops agrees with the core on 52; 7 are xfail (the XFAIL table below, one reason each):
-the checks of ValidateModelConfig that customops does not model (max_batch_size, dynamic batching, an input's
-data_type), an example backend's own checks of its config (reshape, shapes), and a model without config.pbtxt
-whose backend does not fill in its configuration.
+Summary: 59 scenarios; customops agrees with the core on 56; 3 are xfail (the XFAIL table below, one reason each):
+an example backend's own checks of its config (reshape, shapes), and a model without config.pbtxt whose backend
+does not fill in its configuration.
 
 Each scenario is named after the core rule it shows: the seed walkthrough's custom C++ backend (the example
 "recommended" backend renamed libtriton_cumtchw.so, as the walkthrough builds it) laid out as written and in its
@@ -156,8 +155,6 @@ SCENARIOS = [
      s(model(config=MINIMAL + "version_policy: { specific: { } }\n"), MYBACKEND)),
 ]
 
-NOT_MODELLED = ("customops does not model ValidateModelConfig's batching and I/O checks (customops/triton/"
-                "repository.py and modelconfig.py parse the config; autocomplete.served() does not see it); the core: ")
 XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
     "seed_walkthrough_reshape_rejected_by_the_backend":
         "the example backend's own config check (at model initialisation) rejects an input with reshape; "
@@ -170,12 +167,6 @@ XFAIL: dict[str, str] = {  # what customops does wrong today, per scenario
         "with no config.pbtxt the backend must set the configuration (TRITONBACKEND_ModelSetConfig) or Model::Init "
         "fails; customops assumes every backend completes it; the core: \"model configuration is not provided for "
         "model 'm.mybackend'\"",
-    "max_batch_size_negative": NOT_MODELLED + "\"'max_batch_size' must be non-negative value for m\"",
-    "dynamic_batching_preferred_size_above_max_batch_size":
-        NOT_MODELLED + "'dynamic batching preferred size must be <= max batch size for m'",
-    "dynamic_batching_default_priority_level_out_of_range":
-        NOT_MODELLED + "'default priority level must be in range [1, 2] for m'",
-    "input_without_data_type": NOT_MODELLED + "\"model input 'IN0' must specify 'data_type' for m\"",
 }
 
 

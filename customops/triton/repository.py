@@ -16,6 +16,7 @@ from typing import Any
 from customops import safeio
 from customops.errors import InputError, printable
 from customops.triton.autocomplete import served
+from customops.triton.config_checks import first_problem
 from customops.triton.modelconfig import parse_config
 
 # VersionsToLoad (core model_lifecycle.cc): these subdirectories are never versions (kWarmupDataFolder,
@@ -162,6 +163,8 @@ def read_model(model_dir: str, name: str, config_name: str | None = None, auto_c
         if completed.problem:
             message = completed.problem + (f"; {completed.suggestion}" if completed.suggestion else "")
             problems.append(Problem("CO102", message, completed.problem, hint=completed.hint))
+        elif config is not None and (invalid := first_problem(config, config.name or name, backend)):
+            problems.append(Problem("CO101", invalid, invalid))
     ops = tuple(config.model_operations.op_library_filename) if config is not None else ()
     return Model(name, model_dir, config_path, config, backend, platform, runtime, versions, ops, tuple(problems),
                  filename)
