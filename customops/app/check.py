@@ -22,6 +22,7 @@ from customops.triton import ensembles, mounts
 from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model, read_repository
 
 
@@ -70,7 +71,8 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
     progress.stage("reading the model repositories")
-    models = [m for repo in repositories for m in read_repository(repo, config_name, None, auto_complete)]
+    release = rules_for(container.facts.triton_version)  # the repository rules of the container's release
+    models = [m for repo in repositories for m in read_repository(repo, config_name, None, auto_complete, release)]
     asked = only_models
     if only_models is not None:  # explicit mode: what --load-model names, and the models its ensembles step through
         loaded = ensembles.loaded_with(models, only_models)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from customops.triton.modelconfig import did_you_mean
+from customops.triton.release_rules import TODAY, RepositoryRules
 
 
 class BackendType(Enum):
@@ -64,11 +65,15 @@ class _Look:
         return name in self.contents and os.path.isdir(os.path.join(self.path, name))
 
 
-def served(model_dir: str, name: str, backend: str, platform: str, filename: str, config_name: str = "") -> Served:
+def served(model_dir: str, name: str, backend: str, platform: str, filename: str, config_name: str = "",
+           rules: RepositoryRules = TODAY) -> Served:
     """AutoCompleteBackendFields (which reads the directory's `name`), then ValidateModelConfig's backend checks
-    (whose messages name the config's name, the directory's when it gives none)."""
-    completed = _autocomplete(_look(model_dir), name, backend, platform, filename)
-    return completed if completed.problem else _validate(config_name or name, completed)
+    (whose messages name the config's name, the directory's when it gives none), as the container's release
+    (`rules`) has them: before torch_aoti and the libtorch alias, those platforms are unknown names."""
+    unknown = {p for p, known in (("torch_aoti", rules.torch_aoti_platform),
+                                  ("libtorch", rules.libtorch_platform_alias)) if not known}
+    completed = _autocomplete(_look(model_dir), name, backend, platform, filename, rules)
+    return completed if completed.problem else _validate(config_name or name, completed, unknown)
 
 
 def _look(model_dir: str) -> _Look:
@@ -85,7 +90,8 @@ def _look(model_dir: str) -> _Look:
         return _Look(first, frozenset())
 
 
-def _autocomplete(look: _Look, name: str, backend: str, platform: str, filename: str) -> Served:
+def _autocomplete(look: _Look, name: str, backend: str, platform: str, filename: str,
+                  rules: RepositoryRules) -> Served:
     guess = not platform and not filename and bool(look.path)  # "nothing given, and a directory to look at"
     if not platform and backend in ("", "tensorflow"):
         if filename == SAVEDMODEL or (not filename and look.has_dir(SAVEDMODEL)):
@@ -108,11 +114,14 @@ def _autocomplete(look: _Look, name: str, backend: str, platform: str, filename:
     if backend == "openvino":
         return Served(backend, platform, filename or OPENVINO)
     if not backend:
-        if platform in ("pytorch_libtorch", "libtorch", "torch_aoti") or filename in (LIBTORCH, AOTI):
+        aoti = rules.torch_aoti_platform
+        platforms = ("pytorch_libtorch", *(("libtorch",) if rules.libtorch_platform_alias else ()),
+                     *(("torch_aoti",) if aoti else ()))
+        if platform in platforms or filename in (LIBTORCH, *((AOTI,) if aoti else ())):
             backend = "pytorch"
         elif guess and LIBTORCH in look.contents:  # a model.pt directory settles it too: nothing is chosen
             backend, platform = ("pytorch", "pytorch_libtorch") if look.has_file(LIBTORCH) else ("", "")
-        elif guess and look.has_file(AOTI):
+        elif guess and aoti and look.has_file(AOTI):
             backend, platform = "pytorch", "torch_aoti"
     if backend == "pytorch":
         if not platform:
@@ -133,16 +142,18 @@ def _autocomplete(look: _Look, name: str, backend: str, platform: str, filename:
     return Served(backend, platform, filename)
 
 
-def _validate(name: str, served: Served) -> Served:
+def _validate(name: str, served: Served, unknown: set[str]) -> Served:
+    """`unknown`: platform names the container's release does not know yet."""
     backend, platform = served.backend, served.platform
+    types = {p: t for p, t in PLATFORM_TYPE.items() if p not in unknown}
     problem = ""
     if not backend and platform != "ensemble":
         problem = f"unexpected platform type '{platform}' for {name}"
-        suggestion = did_you_mean(platform, PLATFORMS) if platform else ""
+        suggestion = did_you_mean(platform, [p for p in PLATFORMS if p not in unknown]) if platform else ""
         return Served(backend, platform, served.default_model_filename, problem, suggestion=suggestion)
     if backend and platform == "ensemble":
         problem = f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type"
     elif BACKEND_TYPE.get(backend, BackendType.UNKNOWN) not in (
-            BackendType.UNKNOWN, PLATFORM_TYPE.get(platform, BackendType.UNKNOWN)):
+            BackendType.UNKNOWN, types.get(platform, BackendType.UNKNOWN)):
         problem = f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}"
     return Served(backend, platform, served.default_model_filename, problem)

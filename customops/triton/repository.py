@@ -18,6 +18,7 @@ from customops.errors import InputError, printable
 from customops.triton.autocomplete import served
 from customops.triton.config_checks import first_problem
 from customops.triton.modelconfig import parse_config
+from customops.triton.release_rules import TODAY, RepositoryRules
 
 # VersionsToLoad (core model_lifecycle.cc): these subdirectories are never versions (kWarmupDataFolder,
 # kInitialStateFolder, kModelConfigFolder); any other is converted with std::stoll, unless it has a leading zero
@@ -75,8 +76,9 @@ def check_repository(path: str) -> None:
 
 
 def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None,
-                    auto_complete: bool = True) -> list[Model]:
-    """`auto_complete`: False as with tritonserver --disable-auto-complete-config (a config file is required)."""
+                    auto_complete: bool = True, rules: RepositoryRules = TODAY) -> list[Model]:
+    """`auto_complete`: False as with tritonserver --disable-auto-complete-config (a config file is required);
+    `rules`: those of the container's release."""
     check_repository(path)
     try:
         entries = sorted(os.listdir(path))
@@ -88,7 +90,7 @@ def read_repository(path: str, config_name: str | None = None, only: set[str] | 
         # every subdirectory is a model to the core, a hidden one (.ipynb_checkpoints, .git) too
         if not os.path.isdir(model_dir) or (only is not None and name not in only):
             continue
-        models.append(read_model(model_dir, name, config_name, auto_complete))
+        models.append(read_model(model_dir, name, config_name, auto_complete, rules))
     return models
 
 
@@ -114,7 +116,8 @@ def _broken_link(path: str) -> str:
             "configuration")
 
 
-def read_model(model_dir: str, name: str, config_name: str | None = None, auto_complete: bool = True) -> Model:
+def read_model(model_dir: str, name: str, config_name: str | None = None, auto_complete: bool = True,
+               rules: RepositoryRules = TODAY) -> Model:
     problems: list[Problem] = []
     candidate = os.path.join(model_dir, "config.pbtxt")
     if config_name and os.path.isfile(os.path.join(model_dir, "configs", f"{config_name}.pbtxt")):
@@ -154,11 +157,12 @@ def read_model(model_dir: str, name: str, config_name: str | None = None, auto_c
         problems.append(Problem("CO101", message, message, hint=hint))
     backend = config.backend if config is not None else ""
     platform = config.platform if config is not None else ""
-    runtime = config.runtime if config is not None else ""
+    runtime = config.runtime if config is not None and rules.runtime_field else ""  # read from 24.01 on
     versions = _versions(model_dir, name, config, problems)
     filename = config.default_model_filename if config is not None else ""
     if config is not None or (config_path is None and auto_complete):
-        completed = served(model_dir, name, backend, platform, filename, config.name if config is not None else "")
+        completed = served(model_dir, name, backend, platform, filename, config.name if config is not None else "",
+                           rules)
         backend, platform, filename = completed.backend, completed.platform, completed.default_model_filename
         if completed.problem:
             message = completed.problem + (f"; {completed.suggestion}" if completed.suggestion else "")

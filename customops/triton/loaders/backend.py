@@ -17,6 +17,7 @@ from customops import chroot
 from customops.findings import Finding
 from customops.triton.loaders import FRAMEWORKS, OP_LIBRARY_BACKENDS
 from customops.triton.plan import Context, LoaderResult, LoadStep
+from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model
 
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
@@ -54,7 +55,8 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
             escape = _escape(model, ctx, libname, found[0]) if model.runtime else None
             return BackendLookup(None if escape else found[1], tuple(searched), escape)
     python_based = f"{backend_dir}/{model.backend}/model.py"
-    if model.runtime == "model.py" or (not model.runtime and ctx.exists(python_based)):
+    python_based_ok = rules_for(ctx.container.facts.triton_version).python_based_backends  # from 23.10 on
+    if model.runtime == "model.py" or (not model.runtime and python_based_ok and ctx.exists(python_based)):
         return _python_based(model, ctx, dirs, searched)
     if model.runtime:
         predicted = _not_found(libname, model.name, dirs)
