@@ -98,6 +98,10 @@ _TABLE = (
          "`ensemble scheduling must be set for ensemble <E> whose platform is ensemble`, or `ensemble '<E>' "
          "depends on '<M>' which has no loaded version.`: the ensemble is UNAVAILABLE.",
          "Fix the step's model first (its own finding says how), or add ensemble_scheduling."),
+    Code("CO110", E, "a model name is in several repositories",
+         "Two --model-repository directories hold a model of the same name, and --model-namespacing is off.",
+         "`failed to poll model '<M>': not unique across all model repositories`: the server loads neither.",
+         "Rename one of the models, or start the server with --model-namespacing=true."),
     Code("CO201", E, "backend library not found",
          "The backend library (libtriton_<backend>.so or the runtime field) exists in none of the places "
          "Triton searches: <model>/<version>/, <model>/, <backend_dir>/<backend>/.",

@@ -57,3 +57,31 @@ def test_a_byte_order_mark_makes_the_config_unreadable_to_protobuf(tmp_path):
     (tmp_path / "m" / "config.pbtxt").write_bytes(b'\xef\xbb\xbfbackend: "onnxruntime"\n')
     (model,) = read_repository(str(tmp_path))
     assert [p.code for p in model.problems] == ["CO101"] and "byte-order mark" in model.problems[0].message
+
+
+def check_json(root, *server):  # type: ignore[no-untyped-def]
+    import contextlib
+    import io
+    import json
+
+    from customops import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["check", "--container-root", str(root), "--format", "json", "--no-cache", "--", "tritonserver",
+                  *server])
+    return json.loads(out.getvalue())
+
+
+def test_a_model_name_in_two_repositories_is_polled_from_neither(tree, tmp_path):
+    """model_repository_manager.cc: "failed to poll model 'm': not unique across all model repositories", unless
+    --model-namespacing. (mini_tritonserver takes one repository, so the oracle cannot show this one.)"""
+    for repo in ("a", "b"):
+        (tmp_path / repo / "m" / "1").mkdir(parents=True)
+        (tmp_path / repo / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    repositories = (f"--model-repository={tmp_path / 'a'}", f"--model-repository={tmp_path / 'b'}")
+    report = check_json(tree / "container", *repositories)
+    (duplicate,) = [f for f in report["findings"] if f["code"] == "CO110"]
+    assert duplicate["predicted"] == "failed to poll model 'm': not unique across all model repositories"
+    spaced = check_json(tree / "container", *repositories, "--model-namespacing=true")
+    assert "CO110" not in {f["code"] for f in spaced["findings"]}

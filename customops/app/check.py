@@ -18,7 +18,7 @@ from customops.probe.groups import ProbeSettings
 from customops.rules import context as rule_context
 from customops.rules import run as run_rules
 from customops.rules.context import RuleContext
-from customops.triton import ensembles, mounts
+from customops.triton import model_set, mounts
 from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
@@ -64,9 +64,10 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
               config_name: str | None = None, only_models: set[str] | None = None,
               reader: ElfReader | None = None, extra_preload: str | None = None,
               server_plugins: tuple[str, ...] = (), probe: ProbeSettings | None = None,
-              auto_complete: bool = True) -> CheckResult:
+              auto_complete: bool = True, model_namespacing: bool = False) -> CheckResult:
     """`probe`: also load the op libraries with the real frameworks, in isolated child processes;
-    `auto_complete`: False as tritonserver --disable-auto-complete-config."""
+    `auto_complete` and `model_namespacing`: tritonserver's --disable-auto-complete-config (False) and
+    --model-namespacing."""
     reader = reader or ElfReader()
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
@@ -75,7 +76,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     models = [m for repo in repositories for m in read_repository(repo, config_name, None, auto_complete, release)]
     asked = only_models
     if only_models is not None:  # explicit mode: what --load-model names, and the models its ensembles step through
-        loaded = ensembles.loaded_with(models, only_models)
+        loaded = model_set.loaded_with(models, only_models)
         models = [m for m in models if m.name in loaded]
     ctx = Context(container, manifest, mounts, server_plugins=server_plugins,
                   checkouts=tuple(os.path.abspath(r) for r in repositories))
@@ -113,7 +114,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         observed = probed.check(replace(base, probes=probes))
         findings = probed.merge(findings, observed)
         notes += probed.notes(probes) + containment_notes(groups)
-    findings += _served_together(models, findings, asked)
+    findings += _served_together(models, findings, asked, model_namespacing)
     findings = _located_in_checkout(findings, models, repositories)
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
@@ -134,15 +135,18 @@ def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]
     return findings
 
 
-def _served_together(models: list[Model], findings: list[Finding], asked: set[str] | None) -> list[Finding]:
-    """CO108/CO109: models asked for that no repository has, and ensembles whose step models fail (known only
-    once every model's own findings are)."""
+def _served_together(models: list[Model], findings: list[Finding], asked: set[str] | None,
+                     namespacing: bool) -> list[Finding]:
+    """CO108-CO110: models asked for that no repository has, names in several repositories, and ensembles whose
+    step models fail (known only once every model's own findings are)."""
     failing: dict[str, str] = {}
     for f in findings:
         if f.model and f.level >= Severity.ERROR and f.code[:3] in ("CO1", "CO2", "CO3"):
             failing.setdefault(f.model, f.message)
-    missing = ensembles.not_in_any_repository(asked, models) if asked is not None else []
-    return missing + ensembles.ensemble_findings(models, failing)
+    missing = model_set.not_in_any_repository(asked, models) if asked is not None else []
+    duplicated = model_set.not_unique(models, namespacing)
+    failing.update({f.model: f.message for f in duplicated if f.model})
+    return missing + duplicated + model_set.ensemble_findings(models, failing)
 
 
 def _identity(f: Finding) -> tuple:

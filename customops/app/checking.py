@@ -50,7 +50,7 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
                                                                     request.probe.onnxruntime, cache_dir)
         result = run_check(repositories, manifest, container, mounts, request.model_config_name,
                            set(request.models) if request.models is not None else None, reader, probe=probe,
-                           auto_complete=request.auto_complete)
+                           auto_complete=request.auto_complete, model_namespacing=request.model_namespacing)
     result.notes[:0] = [*notes, *request.server_notes]
     result.manifest = manifest.path
     result.profile = os.path.abspath(profile) if profile else None

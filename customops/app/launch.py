@@ -103,7 +103,8 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
                           server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
                           if existing_plugins else (), probe=probe(container) if probe else None,
-                          reader=reader, auto_complete=args.auto_complete)
+                          reader=reader, auto_complete=args.auto_complete,
+                          model_namespacing=args.model_namespacing)
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
     threshold = fail_on if fail_on is not None else manifest.fail_on
     blocking = [f for f in check.findings if f.level >= threshold] if check else []

@@ -25,6 +25,7 @@ class CheckRequest:
     model_config_name: str | None = None
     models: frozenset[str] | None = None  # --load-model (None: every model)
     auto_complete: bool = True  # False: tritonserver --disable-auto-complete-config (a config is required)
+    model_namespacing: bool = False  # tritonserver --model-namespacing: one name may be in several repositories
     server_notes: tuple[str, ...] = ()  # what the server's command line leaves unchecked (cloud repositories, ...)
     fail_on: Severity | None = None  # None: the manifest's
     select: tuple[str, ...] | None = None  # replaces the manifest's select

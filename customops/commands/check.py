@@ -166,7 +166,8 @@ def with_server_command(request: CheckRequest, args: argparse.Namespace, server:
     only = sa.models_to_check
     return replace(request, repositories=tuple(repositories), container=container,
                    model_config_name=sa.model_config_name, models=frozenset(only) if only is not None else None,
-                   auto_complete=sa.auto_complete, server_notes=tuple(unchecked(sa)))
+                   auto_complete=sa.auto_complete, model_namespacing=sa.model_namespacing,
+                   server_notes=tuple(unchecked(sa)))
 
 
 def render(report_format: str, checked: CheckRun, base: str) -> str:

@@ -1,7 +1,8 @@
-"""Ensembles and the models the server is asked for, as Triton core's model repository manager decides them
-(model_repository_manager.cc: explicit-mode polling, the DependencyGraph of ensemble steps; model_config_utils.cc
-ValidateModelConfig): an ensemble is served only when every model its steps name is, and a model named with
---load-model must be in a repository. In explicit mode the models an ensemble's steps name load with it."""
+"""The models a server serves together, as Triton core's model repository manager decides them
+(model_repository_manager.cc: polling across repositories, explicit-mode polling, the DependencyGraph of ensemble
+steps; model_config_utils.cc ValidateModelConfig): a model name must be unique across the repositories (unless
+--model-namespacing), a model named with --load-model must be in one, and an ensemble is served only when every
+model its steps name is. In explicit mode the models an ensemble's steps name load with it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from customops.findings import Finding
 from customops.triton.repository import Model
 
-CODES = frozenset({"CO108", "CO109"})
+CODES = frozenset({"CO108", "CO109", "CO110"})
 
 
 def steps(model: Model) -> tuple[str, ...]:
@@ -39,6 +40,20 @@ def not_in_any_repository(asked: set[str], models: Iterable[Model]) -> list[Find
     return [Finding("CO108", f"model '{name}' is asked for (--load-model) but is in no model repository", model=name,
                     predicted=f"failed to poll model '{name}': model not found in any model repository.")
             for name in sorted(asked - present)]
+
+
+def not_unique(models: Iterable[Model], namespacing: bool) -> list[Finding]:
+    """CO110 for a model name in several repositories: the core polls none of them (without namespacing)."""
+    if namespacing:
+        return []
+    seen: dict[str, list[Model]] = {}
+    for model in models:
+        seen.setdefault(model.name, []).append(model)
+    message = "failed to poll model '{}': not unique across all model repositories"
+    return [Finding("CO110", f"model '{name}' is in {len(copies)} model repositories; the server loads none of them",
+                    model=name, file=copies[0].config_path, predicted=message.format(name),
+                    evidence=tuple(f"found: {m.path}" for m in copies))
+            for name, copies in seen.items() if len(copies) > 1]
 
 
 def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str]) -> list[Finding]:
