@@ -1,6 +1,6 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 62 scenarios; customops agrees with the core on 61 (the XFAIL table is empty), and 1 (a model name in
+Summary: 60 scenarios; customops agrees with the core on 59 (the XFAIL table is empty), and 1 (a model name in
 two repositories) is skipped: mini_tritonserver takes one --model-repository. When the core aborts
 (config_pbtxt_is_a_directory: std::length_error) no model is served, and only the verdicts are compared. More
 scenarios: tests/test_triton_core_corpus.py.
