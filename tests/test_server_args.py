@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from customops.errors import CustomopsError
 from customops.triton.serverargs import parse, server_options
@@ -51,7 +53,7 @@ def getopt(tmp_path_factory) -> Path:
 
 def glibc_reads(program: Path, argv: list[str]) -> list[str]:
     lines = subprocess.run([str(program), *argv[1:]], capture_output=True, text=True, check=True).stdout.splitlines()
-    return ["REFUSED"] if "REFUSED" in lines else lines
+    return ["REFUSED"] if "REFUSED" in lines else _by_option(lines)
 
 
 def customops_reads(argv: list[str]) -> list[str]:
@@ -59,7 +61,12 @@ def customops_reads(argv: list[str]) -> list[str]:
         args = parse(argv)
     except CustomopsError:
         return ["REFUSED"]
-    return [f"{option}={value}" for option, values in args.options.items() for value in values]
+    return _by_option([f"{option}={value}" for option, values in args.options.items() for value in values])
+
+
+def _by_option(lines: list[str]) -> list[str]:
+    """Each option's values in the order given (the order across options is not something either keeps)."""
+    return sorted(lines, key=lambda line: line.split("=", 1)[0])
 
 
 COMMAND_LINES = {
@@ -142,3 +149,22 @@ def test_a_command_line_the_server_refuses_is_bad_input(example, tmp_path: Path)
     assert checked.returncode == 2
     assert checked.stderr.startswith("customops: tritonserver would refuse its command line: option '--model' is "
                                      "ambiguous")
+
+
+WORDS = ["--model-repository", "--model-repo", "--model", "--model-store", "--disable-auto-complete-config",
+         "--disable", "--exit-on-error", "--load-model", "--model-control-mode", "--backend-config", "--help", "--",
+         "-m", "-", "/models", "true", "explicit", "tensorrt,plugins=/a.so", ""]
+
+
+@given(st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(["", "=", "=x", "=true"])), max_size=6))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_mix_of_options_and_words_is_read_as_glibc_reads_it(getopt: Path, words) -> None:  # type: ignore[no-untyped-def]
+    argv = ["tritonserver", *(w + (tail if w.startswith("--") and w != "--" else "") for w, tail in words)]
+    ours = customops_reads(argv)
+    if ours != ["REFUSED"] and parse(argv).unknown:
+        return  # passed on on purpose (test_an_option_this_server_does_not_declare_is_passed_on_and_named)
+    if ours == ["REFUSED"] and glibc_reads(getopt, argv) != ["REFUSED"]:
+        with pytest.raises(CustomopsError, match=r"Bad option|Error:|invalid argument|expected <backend>"):
+            parse(argv)  # getopt_long reads it; TritonParser then refuses a value
+        return
+    assert ours == glibc_reads(getopt, argv)
