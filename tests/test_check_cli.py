@@ -159,3 +159,27 @@ def test_a_cached_report_is_reused_only_while_nothing_it_depends_on_changes(exam
                                      "--no-cache").stdout
     assert not any("libnvinfer.so.8" in f["message"] and "not found" in f["message"]
                    for f in json.loads(after.stdout)["findings"])
+
+
+def test_code_scanning_paths_resolve_from_the_git_checkout_root(example, tmp_path):
+    """GitHub resolves a SARIF location (and a workflow annotation's file=) from the repository root, not from the
+    model repository: every path customops writes must name an existing file from there, and a line inside it."""
+    repo, container = example
+    checkout = repo.parent
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    sarif = json.loads(customops("check", str(repo), "--container-root", str(container), "--format", "sarif").stdout)
+    located = [r["locations"][0]["physicalLocation"] for r in sarif["runs"][0]["results"] if "locations" in r]
+    assert located
+    for location in located:
+        uri = location["artifactLocation"]["uri"]
+        path = uri if uri.startswith("/") else str(checkout / uri)
+        assert uri.startswith(repo.name + "/") or "/opt/tritonserver" in uri
+        assert os.path.exists(path) or "/opt/tritonserver" in uri, uri
+        if "region" in location:
+            assert location["region"]["startLine"] <= len(Path(path).read_text().splitlines())
+    github = customops("check", str(repo), "--container-root", str(container), "--format", "github").stdout
+    files = [line.split("file=", 1)[1].split(",", 1)[0] for line in github.splitlines() if "file=" in line]
+    assert files and all((checkout / f).exists() for f in files if not f.startswith("/"))
+    elsewhere = customops("check", str(repo), "--container-root", str(container), "--format", "github",
+                          "--base-dir", str(repo)).stdout
+    assert "file=detector_ort/ops/libort_noentry.so," in elsewhere

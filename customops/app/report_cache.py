@@ -23,7 +23,7 @@ REPORT_SHAPE = {"report": Text(lines=True), "exit_code": frozenset({0, 1}),
                 "dependencies": result_cache.DEPENDENCIES_SHAPE}
 
 
-def report_key(request: CheckRequest, report_format: str) -> list[str] | None:
+def report_key(request: CheckRequest, report_format: str, base: str = "") -> list[str] | None:
     """[cache directory, *key parts]; None when the report is not cached (--no-cache; the text report, which
     is for people and styled for their terminal; --probe, whose children's results are cached on their own)
     or a file of the key vanished while it was read."""
@@ -32,6 +32,7 @@ def report_key(request: CheckRequest, report_format: str) -> list[str] | None:
     options: dict[str, Any] = {k: v for k, v in asdict(request).items() if k not in ("cache_dir", "use_cache")}
     options["models"] = None if request.models is None else sorted(request.models)
     options["format"] = report_format
+    options["base"] = base  # the directory the report's paths are relative to
     repositories = list(request.repositories)
     parts = [__version__, "check", json.dumps(options, sort_keys=True, default=str), json.dumps(repositories),
              str(os.path.isdir(TRITON_HOME))]

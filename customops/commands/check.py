@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from customops.errors import CustomopsError, printable
 from customops.outputs import write_file
+from customops.triton.manifest import checkout_root
 
 if TYPE_CHECKING:
     from customops.app.checking import CheckRun
     from customops.app.request import CheckRequest
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
+SCANNING_FORMATS = ("sarif", "junit", "github")  # paths relative to the checkout (json's: to the first repository)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="report format: text for people, json (customops.check/1), sarif for code scanning, "
                         "junit for test dashboards, github for workflow annotations (default: text)")
     p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
+    p.add_argument("--base-dir", metavar="DIR",
+                   help="sarif, github and junit: file paths relative to this directory (default: the git checkout "
+                        "holding the first repository, where code scanning and workflow annotations resolve them; "
+                        "else that repository)")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
     p.add_argument("--select", action="append", metavar="CODES",
                    help="report only these codes: comma-separated codes or prefixes (CO3: every CO3xx); replaces "
@@ -97,14 +103,16 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     except ValueError as exc:
         wrong(str(exc))
     request, notes = report_cache.guarded(request)
-    key = report_cache.report_key(request, args.format)
+    base = request.repositories[0] if request.repositories else os.getcwd()
+    if args.format in SCANNING_FORMATS:  # paths as code scanning and CI annotations resolve them
+        base = os.path.abspath(args.base_dir) if args.base_dir else checkout_root(base)
+    key = report_cache.report_key(request, args.format, base)
     if key is not None and (hit := report_cache.cached_report(key)) is not None:
         emit(hit["report"], args.output)
         return int(hit["exit_code"])
     from customops.app.checking import check_repositories
 
     checked = check_repositories(request, notes)
-    base = request.repositories[0] if request.repositories else os.getcwd()
     if args.format == "text":
         render_text(args, checked, base)
     else:
