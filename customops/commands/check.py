@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -85,6 +86,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
+    """The check; a run that cannot check (bad input, exit 2) still writes its --output file of a CI format, with
+    the error as its one result, so that the upload step after it finds a file that says why."""
+    try:
+        return _run(args, usage)
+    except CustomopsError as exc:
+        if args.output and args.format in SCANNING_FORMATS:
+            from customops.report.check import error_report
+
+            with contextlib.suppress(CustomopsError):  # an --output that cannot be written: the error stands alone
+                emit(error_report(args.format, str(exc)), args.output)
+        raise
+
+
+def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
     """`usage` reports a wrong combination of options with check's usage line (the parser's error), else as
     CustomopsError."""
     def wrong(message: str) -> NoReturn:

@@ -112,6 +112,23 @@ def to_sarif(result, base: str | None) -> str:
     return dumps(sarif, indent=2)
 
 
+def error_report(report_format: str, message: str) -> str:
+    """sarif, junit or github for a run that could not check: the error as the one thing it reports."""
+    text = printable(message)
+    if report_format == "sarif":
+        return dumps({"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": [{
+            "tool": {"driver": {"name": "customops", "version": __version__,
+                                "informationUri": "https://github.com/customops/customops"}},
+            "invocations": [{"executionSuccessful": False, "exitCode": 2, "toolExecutionNotifications": [
+                {"level": "error", "message": {"text": text}}]}],
+            "results": []}]}, indent=2)
+    if report_format == "junit":
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="customops check" tests="1" failures="0" '
+                f'errors="1">\n  <testcase classname="customops.check" name="customops check"><error message="'
+                f'{xml(text, True)}" type="bad input">{xml(text)}</error></testcase>\n</testsuite>\n')
+    return f"::error title=customops::{github_data(text)}\n"
+
+
 def _uri(base: str) -> str:
     from urllib.parse import quote
 
