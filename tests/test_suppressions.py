@@ -326,3 +326,20 @@ def test_explain_names_every_way_to_suppress_a_code():
     for form in ("--ignore CO104", 'ignore = ["CO104"]', 'reason = "<why>"', "# customops: ignore[CO104]",
                  "ignore-file[CO104]"):
         assert form in text, form
+
+
+def test_sarif_records_a_suppressed_finding_as_suppressed_and_fingerprints_survive_a_moved_line(capsys, example):
+    """Code scanning shows a suppressed result as dismissed (SARIF `suppressions`, with the reason) instead of
+    losing it, and tracks every result by `partialFingerprints`, which do not change when lines move."""
+    repo, _container = example
+    add_to_manifest(repo, '\n[[check.ignore]]\ncode = "CO104"\nreason = "cwd is set"\n')
+    _code, out, _err = run(capsys, example, "--format", "sarif")
+    results = json.loads(out)["runs"][0]["results"]
+    (hidden,) = [r for r in results if r["ruleId"] == "CO104"]
+    assert hidden["suppressions"] == [{"kind": "external", "justification": "cwd is set"}]
+    assert all("suppressions" not in r for r in results if r["ruleId"] != "CO104")
+    before = {r["partialFingerprints"]["customops/v1"] for r in results}
+    config = repo / "tokenizer_ort" / "config.pbtxt"
+    config.write_text("\n\n# moved down\n" + config.read_text())
+    _code, out, _err = run(capsys, example, "--format", "sarif")
+    assert {r["partialFingerprints"]["customops/v1"] for r in json.loads(out)["runs"][0]["results"]} == before

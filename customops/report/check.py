@@ -9,6 +9,7 @@ a line, a command or an XML document, or reach a terminal as an escape sequence 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import defaultdict
 
@@ -77,30 +78,15 @@ def _suppression(f: Finding, base: str | None) -> dict | None:
 
 
 def to_sarif(result, base: str | None) -> str:
-    from urllib.parse import quote  # URIs: spaces, `%`, `#` and bytes that are not UTF-8 percent-encoded
-
-    used = sorted({f.code for f in result.findings})
+    """SARIF 2.1.0. Suppressed findings are results with their `suppressions` (code scanning shows them as
+    dismissed), and every result has a `partialFingerprints` entry that stays the same when lines move."""
+    used = sorted({f.code for f in (*result.findings, *result.suppressed)})
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
               "fullDescription": {"text": CODES[code].what},
               "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}"}, "helpUri": docs_url(code),
               "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
-    results = []
-    for f in result.findings:
-        entry: dict = {"ruleId": f.code, "ruleIndex": used.index(f.code), "level": SARIF_LEVEL[f.level],
-                       "message": {"text": f.stated + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
-        path = relative(f.file, base)
-        if path:
-            location: dict = {"artifactLocation": {"uri": quote(os.fsencode(path))}}
-            if not os.path.isabs(path):
-                location["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
-            if f.line:
-                location["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
-            entry["locations"] = [{"physicalLocation": location}]
-        props = {k: v for k, v in (("model", f.model), ("library", f.library), ("symbol", f.symbol)) if v}
-        if props:
-            entry["properties"] = props
-        results.append(entry)
+    results = [_sarif_result(f, used, base) for f in (*result.findings, *result.suppressed)]
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -110,6 +96,31 @@ def to_sarif(result, base: str | None) -> str:
                   "results": results}],
     }
     return dumps(sarif, indent=2)
+
+
+def _sarif_result(f: Finding, used: list[str], base: str | None) -> dict:
+    from urllib.parse import quote  # URIs: spaces, `%`, `#` and bytes that are not UTF-8 percent-encoded
+
+    entry: dict = {"ruleId": f.code, "ruleIndex": used.index(f.code), "level": SARIF_LEVEL[f.level],
+                   "message": {"text": f.stated + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
+    path = relative(f.file, base)
+    if path:
+        location: dict = {"artifactLocation": {"uri": quote(os.fsencode(path))}}
+        if not os.path.isabs(path):
+            location["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
+        if f.line:
+            location["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
+        entry["locations"] = [{"physicalLocation": location}]
+    identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, path))
+    entry["partialFingerprints"] = {"customops/v1": hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()}
+    if f.suppression is not None:
+        kind = "inSource" if f.suppression.source == "config" else "external"
+        entry["suppressions"] = [{"kind": kind, **({"justification": f.suppression.reason}
+                                                   if f.suppression.reason else {})}]
+    props = {k: v for k, v in (("model", f.model), ("library", f.library), ("symbol", f.symbol)) if v}
+    if props:
+        entry["properties"] = props
+    return entry
 
 
 def error_report(report_format: str, message: str) -> str:
