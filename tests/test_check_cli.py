@@ -203,3 +203,13 @@ def test_a_run_that_cannot_check_still_writes_its_ci_report(tmp_path, report_for
         assert ET.fromstring(text).get("errors") == "1"
     else:
         assert text.startswith("::error title=customops::")
+
+
+def test_a_finding_about_a_library_a_config_names_points_at_that_line_and_column(example):
+    repo, container = example
+    report = json.loads(customops("check", str(repo), "--container-root", str(container), "--format", "json").stdout)
+    located = [f for f in report["findings"] if f["file"] == "tokenizer_ort/config.pbtxt"]
+    assert {f["code"] for f in located} >= {"CO104", "CO301"}
+    lines = (repo / "tokenizer_ort" / "config.pbtxt").read_text().splitlines()
+    for f in located:
+        assert lines[f["line"] - 1][f["column"] - 1:].startswith("ops/libort_op.so"), f

@@ -266,16 +266,25 @@ def test_ignore_file_applies_to_every_finding_pointing_at_that_config(capsys, ex
     assert {f["suppression"]["reason"] for f in record["suppressed"]} == {"ops are baked into the image"}
 
 
-def test_same_line_ignore_of_a_finding_without_a_line_is_CO107_pointing_to_ignore_file(capsys, example):
+def test_same_line_ignore_on_the_op_library_filename_line_suppresses_the_finding_about_that_library(capsys, example):
     repo, _container = example
     config = repo / "tokenizer_ort" / "config.pbtxt"
     config.write_text(config.read_text().replace("}", "}  # customops: ignore[CO104]"))
     record = report(capsys, example)
-    assert "CO104" in codes(record)  # CO104 points at the file, not at a line
+    assert "CO104" not in codes(record) and "CO107" not in codes(record)
+    assert [f["code"] for f in record["suppressed"]] == ["CO104"]
+
+
+def test_same_line_ignore_of_a_finding_without_a_line_is_CO107_pointing_to_ignore_file(capsys, example):
+    repo, _container = example
+    append_to_config(repo, "custom", 'model_operations { op_library_filename: "/opt/x.so" }\n'
+                     "# customops: ignore[CO105]\n")
+    record = report(capsys, example)
+    assert "CO105" in codes(record)  # CO105 points at the file, not at a line
     [unused] = [f for f in record["findings"] if f["code"] == "CO107"]
-    assert unused["line"] == line_of(config, "customops: ignore")
-    assert unused["evidence"] == ["CO104 findings about this file carry no line: "
-                                  "`# customops: ignore-file[CO104]` suppresses them"]
+    assert unused["line"] == line_of(repo / "custom" / "config.pbtxt", "customops: ignore")
+    assert unused["evidence"] == ["CO105 findings about this file carry no line: "
+                                  "`# customops: ignore-file[CO105]` suppresses them"]
 
 
 def test_ignore_file_for_a_finding_about_a_library_is_CO107_naming_the_library(capsys, example):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from customops import progress
 from customops.app import suppressions
 from customops.app.as_if_fixed import ModelledRun, modelled_runs
+from customops.app.config_lines import with_config_lines
 from customops.app.planning import build_plan
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
@@ -115,7 +116,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         findings = probed.merge(findings, observed)
         notes += probed.notes(probes) + containment_notes(groups)
     findings += _served_together(models, findings, asked, model_namespacing)
-    findings = _located_in_checkout(findings, models, repositories)
+    findings = with_config_lines(_located_in_checkout(findings, models, repositories), models)
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
