@@ -95,7 +95,7 @@ def test_checking_and_launching_never_modify_the_repository(example):
                 for p in sorted(repo.rglob("*"))}
 
     before = snapshot()
-    for fmt in ("text", "json", "sarif", "junit", "github"):
+    for fmt in ("text", "json", "sarif", "junit", "github", "gitlab"):
         customops("check", str(repo), "--container-root", str(container), "--format", fmt)
     for _ in range(2):  # the second run takes the cached decision
         customops("launch", "--container-root", str(container), "--mount", f"{repo}:/models", "--warn-only",
@@ -185,7 +185,7 @@ def test_code_scanning_paths_resolve_from_the_git_checkout_root(example, tmp_pat
     assert "file=detector_ort/ops/libort_noentry.so," in elsewhere
 
 
-@pytest.mark.parametrize("report_format", ["sarif", "junit", "github"])
+@pytest.mark.parametrize("report_format", ["sarif", "junit", "github", "gitlab"])
 def test_a_run_that_cannot_check_still_writes_its_ci_report(tmp_path, report_format):
     """Exit 2 (bad input) still leaves the --output file, saying why: the upload step after it finds it."""
     out = tmp_path / f"report.{report_format}"
@@ -201,6 +201,8 @@ def test_a_run_that_cannot_check_still_writes_its_ci_report(tmp_path, report_for
         assert sarif["runs"][0]["invocations"][0]["executionSuccessful"] is False
     elif report_format == "junit":
         assert ET.fromstring(text).get("errors") == "1"
+    elif report_format == "gitlab":
+        assert json.loads(text)[0]["severity"] == "blocker"
     else:
         assert text.startswith("::error title=customops::")
 
@@ -213,3 +215,19 @@ def test_a_finding_about_a_library_a_config_names_points_at_that_line_and_column
     lines = (repo / "tokenizer_ort" / "config.pbtxt").read_text().splitlines()
     for f in located:
         assert lines[f["line"] - 1][f["column"] - 1:].startswith("ops/libort_op.so"), f
+
+
+def test_gitlab_code_quality_issues_have_the_required_fields_and_land_in_the_checkout(example):
+    """GitLab's Code Quality report: description, check_name, fingerprint, severity (info|minor|major|critical|
+    blocker), location.path relative to the checkout and location.lines.begin; one fingerprint per finding."""
+    repo, container = example
+    issues = json.loads(customops("check", str(repo), "--container-root", str(container), "--format",
+                                  "gitlab").stdout)
+    assert issues
+    for issue in issues:
+        assert set(issue) == {"description", "check_name", "fingerprint", "severity", "location"}
+        assert issue["severity"] in ("info", "minor", "major", "critical", "blocker")
+        assert issue["location"]["lines"]["begin"] >= 1
+        path = issue["location"]["path"]
+        assert path.startswith("/opt/tritonserver") or (repo / path).exists(), path
+    assert len({i["fingerprint"] for i in issues}) == len(issues)

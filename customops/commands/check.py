@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from customops.app.checking import CheckRun
     from customops.app.request import CheckRequest
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
-SCANNING_FORMATS = ("sarif", "junit", "github")  # paths relative to the checkout (json's: to the first repository)
+FORMATS = ("text", "json", "sarif", "junit", "github", "gitlab")
+SCANNING_FORMATS = ("sarif", "junit", "github", "gitlab")  # paths relative to the checkout (json's: the repository)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,12 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="report format: text for people, json (customops.check/1), sarif for code scanning, "
-                        "junit for test dashboards, github for workflow annotations (default: text)")
+                        "junit for test dashboards, github for workflow annotations, gitlab for GitLab Code Quality "
+                        "(default: text)")
     p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     p.add_argument("--base-dir", metavar="DIR",
-                   help="sarif, github and junit: file paths relative to this directory (default: the git checkout "
-                        "holding the first repository, where code scanning and workflow annotations resolve them; "
-                        "else that repository)")
+                   help="sarif, github, gitlab and junit: file paths relative to this directory (default: the git "
+                        "checkout holding the first repository, where code scanning and workflow annotations resolve "
+                        "them; else that repository)")
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
     p.add_argument("--select", action="append", metavar="CODES",
                    help="report only these codes: comma-separated codes or prefixes (CO3: every CO3xx); replaces "
@@ -203,6 +204,7 @@ def render(report_format: str, checked: CheckRun, base: str) -> str:
         "sarif": lambda: report.to_sarif(result, base),
         "junit": lambda: report.to_junit(result, checked.fail_on, base),
         "github": lambda: report.to_github(result, base),
+        "gitlab": lambda: report.to_gitlab(result, base),
     }
     return renderers[report_format]()
 

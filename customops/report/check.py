@@ -111,8 +111,7 @@ def _sarif_result(f: Finding, used: list[str], base: str | None) -> dict:
         if f.line:
             location["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
         entry["locations"] = [{"physicalLocation": location}]
-    identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, path))
-    entry["partialFingerprints"] = {"customops/v1": hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()}
+    entry["partialFingerprints"] = {"customops/v1": _fingerprint(f, base)}
     if f.suppression is not None:
         kind = "inSource" if f.suppression.source == "config" else "external"
         entry["suppressions"] = [{"kind": kind, **({"justification": f.suppression.reason}
@@ -123,8 +122,27 @@ def _sarif_result(f: Finding, used: list[str], base: str | None) -> dict:
     return entry
 
 
+GITLAB_SEVERITY = {Severity.ERROR: "critical", Severity.WARNING: "minor", Severity.INFO: "info"}
+
+
+def to_gitlab(result, base: str | None) -> str:
+    """GitLab Code Quality (a JSON array of issues, each with a description, check_name, fingerprint, severity
+    and location with a path relative to the checkout and a line: 1 where the finding has none)."""
+    issues = [{"description": f.stated + (f" | predicted: {f.predicted}" if f.predicted else ""),
+               "check_name": f.code, "fingerprint": _fingerprint(f, base), "severity": GITLAB_SEVERITY[f.level],
+               "location": {"path": relative(f.file, base) or "", "lines": {"begin": f.line or 1}}}
+              for f in result.findings]
+    return dumps(issues, indent=2)
+
+
+def _fingerprint(f: Finding, base: str | None) -> str:
+    """The same for one finding wherever its lines move: code, model, library, symbol and path."""
+    identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, relative(f.file, base)))
+    return hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()
+
+
 def error_report(report_format: str, message: str) -> str:
-    """sarif, junit or github for a run that could not check: the error as the one thing it reports."""
+    """sarif, junit, github or gitlab for a run that could not check: the error as the one thing it reports."""
     text = printable(message)
     if report_format == "sarif":
         return dumps({"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": [{
@@ -133,6 +151,10 @@ def error_report(report_format: str, message: str) -> str:
             "invocations": [{"executionSuccessful": False, "exitCode": 2, "toolExecutionNotifications": [
                 {"level": "error", "message": {"text": text}}]}],
             "results": []}]}, indent=2)
+    if report_format == "gitlab":
+        return dumps([{"description": text, "check_name": "customops", "fingerprint": hashlib.sha256(
+            text.encode("utf-8", "replace")).hexdigest(), "severity": "blocker",
+            "location": {"path": "", "lines": {"begin": 1}}}], indent=2)
     if report_format == "junit":
         return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="customops check" tests="1" failures="0" '
                 f'errors="1">\n  <testcase classname="customops.check" name="customops check"><error message="'
