@@ -44,9 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-config-name", metavar="NAME", help="read configs/NAME.pbtxt where present")
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="text",
-                   help="report format: text for people, json (customops.check/1), sarif for code scanning, "
-                        "junit for test dashboards, github for workflow annotations, gitlab for GitLab Code Quality "
-                        "(default: text)")
+                   help="text for people, json (customops.check/1), sarif (code scanning), junit (test dashboards), "
+                        "github (workflow annotations), gitlab (GitLab Code Quality); default: text")
     p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
     p.add_argument("--base-dir", metavar="DIR",
                    help="sarif, github, gitlab and junit: file paths relative to this directory (default: the git "
