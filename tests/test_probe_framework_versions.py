@@ -21,11 +21,10 @@ from customops.codes import Severity
 from customops.probe.groups import ProbeSettings
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
-from fixtures import real_container
+from fixtures import real_container, wheels
 from fixtures.real_container import place
 
 pytestmark = pytest.mark.frameworks
-WHEELS = Path(os.environ.get("CUSTOMOPS_WHEEL_CACHE", Path.home() / ".cache" / "customops-wheels"))
 OLD_TENSORFLOW, OTHER_TORCH = "2.15.0", "2.14.1"
 
 
@@ -34,15 +33,11 @@ def pip(*args: str) -> subprocess.CompletedProcess:
 
 
 def wheel(project: str, version: str) -> Path:
-    """The wheel of project==version, from the cache, else fetched into it (skip when the index is not reachable)."""
-    pattern = f"{project.replace('-', '_')}-{version}-*.whl"
-    if not sorted(WHEELS.glob(pattern)):
-        WHEELS.mkdir(parents=True, exist_ok=True)
-        got = pip("download", "--no-deps", "--only-binary=:all:", f"{project}=={version}", "-d", str(WHEELS))
-        if not sorted(WHEELS.glob(pattern)):
-            pytest.skip(f"pip download {project}=={version} failed (is the package index reachable?): "
-                        f"{(got.stderr.strip().splitlines() or [''])[-1]}")
-    return sorted(WHEELS.glob(pattern))[0]
+    """The wheel of project==version (fixtures.wheels); skipped when the index is not reachable."""
+    try:
+        return wheels.wheel(project, version)
+    except wheels.Unavailable as exc:
+        pytest.skip(f"{exc} (is the package index reachable?)")
 
 
 def wheel_version(path: Path) -> str:
@@ -55,7 +50,7 @@ def wheel_version(path: Path) -> str:
 
 def site_with(project: str, version: str) -> Path:
     """A directory with project==version and its dependencies installed (pip install --target), cached."""
-    site = WHEELS / f"site-{project}-{version}"
+    site = wheels.CACHE / f"site-{project}-{version}"
     if not (site / project.split("-")[0]).is_dir():
         partial = site.with_name(site.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)

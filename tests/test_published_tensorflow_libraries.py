@@ -36,6 +36,7 @@ from customops.inspect.protobuf_descriptors import embedded_imports, proto_file,
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 from fixtures import published_tensorflow as published
+from fixtures import wheels
 from fixtures.real_container import package, place
 
 pytestmark = pytest.mark.frameworks
@@ -61,7 +62,7 @@ def framework(version: str) -> Path:
         return found
     try:
         return published.framework(version)
-    except published.Unavailable as exc:
+    except wheels.Unavailable as exc:
         pytest.skip(f"no tensorflow-cpu {version} wheel: {exc}")
 
 
@@ -72,7 +73,7 @@ def library(project: str, version: str, member: str) -> Path:
         return found.parent / member
     try:
         return published.extract(project, version, (member,))[Path(member).name]
-    except published.Unavailable as exc:
+    except wheels.Unavailable as exc:
         pytest.skip(f"no {project} {version} wheel: {exc}")
 
 

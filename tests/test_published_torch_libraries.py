@@ -44,7 +44,7 @@ from customops.inspect.registrations import static_registrations, torch_op_libra
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 from fixtures import published_torch as published
-from fixtures import real_container
+from fixtures import real_container, wheels
 from fixtures.build import DEFAULT_OUT
 
 pytestmark = pytest.mark.frameworks
@@ -65,8 +65,8 @@ def torch_lib() -> Path:
 
 def extracted(version: str) -> dict[str, Path]:
     try:
-        return published.extract("torchaudio", version, MEMBERS)
-    except published.Unavailable as exc:
+        return wheels.extract("torchaudio", version, MEMBERS)
+    except wheels.Unavailable as exc:
         pytest.skip(f"no torchaudio {version} wheel: {exc}")
 
 
@@ -78,27 +78,27 @@ def audio() -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def vision() -> Path:
     try:
-        return published.extract("torchvision", VISION, (VISION_OPS,))["_C.so"]
-    except published.Unavailable as exc:
+        return wheels.extract("torchvision", VISION, (VISION_OPS,))["_C.so"]
+    except wheels.Unavailable as exc:
         pytest.skip(f"no torchvision {VISION} wheel: {exc}")
 
 
 @pytest.fixture(scope="module")
 def stubs(audio: dict[str, Path]) -> Path:
     libraries = list(audio.values())
-    with contextlib.suppress(published.Unavailable):  # without them the stubs serve torchaudio 2.11.1 only
-        libraries += published.extract("torchaudio", OLDER, MEMBERS).values()
-        libraries += published.extract("torchvision", VISION, (VISION_OPS,)).values()
+    with contextlib.suppress(wheels.Unavailable):  # without them the stubs serve torchaudio 2.11.1 only
+        libraries += wheels.extract("torchaudio", OLDER, MEMBERS).values()
+        libraries += wheels.extract("torchvision", VISION, (VISION_OPS,)).values()
     try:
         return published.cuda_stubs(libraries, torch_lib(), DEFAULT_OUT)
-    except published.Unavailable as exc:
+    except wheels.Unavailable as exc:
         pytest.skip(str(exc))
 
 
 def stripped(library: Path, tmp_path: Path) -> Path:
     try:
         return published.stripped(library, tmp_path / "stripped")
-    except published.Unavailable as exc:
+    except wheels.Unavailable as exc:
         pytest.skip(str(exc))
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.real_container import place
+
 SHARED = Path(os.environ.get("CUSTOMOPS_TRITON_SOURCES", "/work/shared/oracles/triton"))
 DEFAULT = Path.home() / ".cache" / "customops-oracles" / "triton"
 STAMP = ".customops-source-hash"
@@ -122,23 +124,15 @@ def server_root(root: Path) -> None:
             root.mkdir(parents=True, exist_ok=True)
             (root / link).symlink_to(os.readlink(f"/{link}"))
     server = root / "opt/tritonserver/bin/tritonserver"
-    _place(out / "bin" / "mini_tritonserver", server)
-    _place(out / "lib" / "libtritonserver.so", root / "opt/tritonserver/lib/libtritonserver.so")
+    place(out / "bin" / "mini_tritonserver", server)
+    place(out / "lib" / "libtritonserver.so", root / "opt/tritonserver/lib/libtritonserver.so")
     users = [out / "bin" / "mini_tritonserver", *sorted((out / "backends").glob("*.so"))]
     needed = set()
     for user in users:
         listed = subprocess.run(["ldd", str(user)], capture_output=True, text=True, check=True).stdout
         needed |= {Path(p) for p in LDD.findall(listed) if not p.startswith(str(out))}
     for library in needed:  # the library's name in its real directory (/lib -> usr/lib)
-        _place(library.resolve(), root / os.path.realpath(library.parent).lstrip("/") / library.name)
-
-
-def _place(source: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
+        place(library.resolve(), root / os.path.realpath(library.parent).lstrip("/") / library.name)
 
 
 def can_isolate() -> str | None:
