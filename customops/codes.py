@@ -288,14 +288,15 @@ _TABLE = (
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}
 
 
-DOCS_URL = "https://github.com/customops/customops/blob/main/docs/codes/{code}.md"
 README_BEGIN = "<!-- finding codes: generated from customops/codes.py by `python -m customops.codes --write-docs` -->"
 README_END = "<!-- end of finding codes -->"
 
 
 def docs_url(code: str) -> str:
-    """The code's documentation page (SARIF helpUri)."""
-    return DOCS_URL.format(code=code)
+    """The code's documentation page, docs/codes/<code>.md in the project's repository (SARIF helpUri)."""
+    from customops import PROJECT_URL
+
+    return f"{PROJECT_URL}/blob/main/docs/codes/{code}.md"
 
 
 def _sections(c: Code) -> list[tuple[str, list[tuple[str, ...]]]]:

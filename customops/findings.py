@@ -36,6 +36,7 @@ class Finding:
     hint: str = ""
     suppression: Suppression | None = None  # set on a suppressed finding (customops.app.suppressions)
     assumes: str | None = None  # found only by modelling a fix of what stops the server (customops.app.as_if_fixed)
+    artifact: str | None = None  # the library file it is about, when `file` is the text naming it (text_locations)
 
     @property
     def stated(self) -> str:

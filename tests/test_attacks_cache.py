@@ -329,9 +329,10 @@ def test_a_cached_report_of_another_shape_is_recomputed(broken_repository, tree,
     first = check(broken_repository, tree, tmp_path, "--format", "json")
     assert first.returncode == 1 and "CO302" in codes_of(first)
     entry = only_entry(tmp_path / "cache" / "check")
-    forged = {"report": json.dumps({"findings": []}), "exit_code": 0, "dependencies": {}, "extra": 1}
+    forged = {"report": json.dumps({"findings": []}), "exit_code": 0, "summary": "OK", "dependencies": {}, "extra": 1}
     for value in (forged, {**forged, "exit_code": "0"}, [forged], {"report": "\x1b]0;owned\x07", "exit_code": 0,
-                                                                  "dependencies": {}}):
+                                                                  "summary": "OK", "dependencies": {}},
+                  {"report": "{}", "exit_code": 0, "summary": "OK\x1b[2J", "dependencies": {}}):
         rewrite_value(entry, value)
         again = check(broken_repository, tree, tmp_path, "--format", "json")
         clean(again)
@@ -341,7 +342,8 @@ def test_a_cached_report_of_another_shape_is_recomputed(broken_repository, tree,
 def test_a_cached_report_written_by_another_user_is_ignored(broken_repository, tree, tmp_path):
     check(broken_repository, tree, tmp_path, "--format", "json")
     entry = only_entry(tmp_path / "cache" / "check")
-    rewrite_value(entry, {"report": json.dumps({"findings": []}), "exit_code": 0, "dependencies": {}})
+    rewrite_value(entry, {"report": json.dumps({"findings": []}), "exit_code": 0, "summary": "OK",
+                          "dependencies": {}})
     entry.chmod(0o666)
     again = check(broken_repository, tree, tmp_path, "--format", "json")
     assert again.returncode == 1 and "CO302" in codes_of(again), again.stdout
@@ -419,7 +421,7 @@ def test_a_valid_cached_verdict_still_execs_what_the_current_inputs_say(launchab
 # -- every kind of cached JSON result: exact shapes ------------------------------------------------------
 
 PROBE = json.loads(json.dumps(asdict(ProbeResult("/x.so", "loaded", "", None, "", ()))))
-REPORT = {"report": "{}", "exit_code": 1, "dependencies": {"/x": "1-2-3-4"}}
+REPORT = {"report": "{}", "exit_code": 1, "summary": "FAIL 1 error(s)", "dependencies": {"/x": "1-2-3-4"}}
 VERDICT = {"notes": ["a note"], "report": None, "dependencies": {}}
 REGISTRY = {"ops": ["Add"], "version": "2.16", "libraries": ["/x.so"]}
 SCAN = {"class": 64, "byte_order": "little", "machine": "EM_X86_64", "type": "ET_DYN", "osabi": "ELFOSABI_SYSV",

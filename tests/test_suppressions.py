@@ -287,13 +287,26 @@ def test_same_line_ignore_of_a_finding_without_a_line_is_CO107_pointing_to_ignor
                                   "`# customops: ignore-file[CO105]` suppresses them"]
 
 
-def test_ignore_file_for_a_finding_about_a_library_is_CO107_naming_the_library(capsys, example):
+def test_a_finding_about_a_library_points_at_the_config_line_naming_it_where_an_ignore_comment_applies(capsys,
+                                                                                                      example):
     repo, _container = example
-    append_to_config(repo, "detector_ort", "# customops: ignore-file[CO308]\n")
+    config = repo / "detector_ort" / "config.pbtxt"
+    config.write_text("".join(line + ("  # customops: ignore[CO308]" if "op_library_filename" in line else "") + "\n"
+                              for line in config.read_text().splitlines()))
     record = report(capsys, example)
-    assert "CO308" in codes(record)
+    assert "CO308" not in codes(record) and "CO107" not in codes(record)
+    [suppressed] = [f for f in record["suppressed"] if f["code"] == "CO308"]
+    assert suppressed["file"] == "detector_ort/config.pbtxt" and suppressed["artifact"] == \
+        "detector_ort/ops/libort_noentry.so"
+
+
+def test_ignore_file_for_a_finding_the_manifest_line_carries_is_CO107_naming_the_manifest(capsys, example):
+    repo, _container = example
+    append_to_config(repo, "segmenter_trt", "# customops: ignore-file[CO501]\n")
+    record = report(capsys, example)
+    assert "CO501" in codes(record)  # the plugin is listed in customops.toml, so its finding points there
     [unused] = [f for f in record["findings"] if f["code"] == "CO107"]
-    assert unused["model"] == "detector_ort" and "detector_ort/ops/libort_noentry.so" in unused["evidence"][0]
+    assert unused["model"] == "segmenter_trt" and "customops.toml" in unused["evidence"][0]
 
 
 def test_malformed_or_unknown_inline_ignore_is_CO107(capsys, example):

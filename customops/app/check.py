@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 from customops import progress
 from customops.app import suppressions
 from customops.app.as_if_fixed import ModelledRun, modelled_runs
-from customops.app.config_lines import with_config_lines
 from customops.app.planning import build_plan
+from customops.app.text_locations import with_text_locations
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
 from customops.findings import Finding
@@ -116,7 +116,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         findings = probed.merge(findings, observed)
         notes += probed.notes(probes) + containment_notes(groups)
     findings += _served_together(models, findings, asked, model_namespacing)
-    findings = with_config_lines(_located_in_checkout(findings, models, repositories), models)
+    findings = with_text_locations(_located_in_checkout(findings, models, repositories), models, manifest.path)
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)

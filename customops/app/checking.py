@@ -4,6 +4,7 @@ the container chosen, the check run, and the verdict (the exit status at the sev
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from customops import progress
@@ -26,10 +27,12 @@ class CheckRun:
     fail_on: Severity
     exit_code: int  # 1 when a finding is at or above fail_on
     dependencies: list[str]  # what the answer depends on outside the repositories (for caching the report)
+    seconds: float = 0.0  # how long the check took (JUnit's time)
 
 
 def check_repositories(request: CheckRequest, notes: list[str] | None = None) -> CheckRun:
     """The check; `notes` come first among the result's notes (the command's own, e.g. on its cache)."""
+    started = time.monotonic()
     repositories = list(request.repositories)
     for repository in repositories:  # before looking for a container: the more precise mistake first
         check_repository(repository)
@@ -55,4 +58,5 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
     result.manifest = manifest.path
     result.profile = os.path.abspath(profile) if profile else None
     exit_code = 1 if any(f.level >= fail_on for f in result.findings) else 0
-    return CheckRun(result, fail_on, exit_code, [*dependencies(result), *([profile] if profile else [])])
+    return CheckRun(result, fail_on, exit_code, [*dependencies(result), *([profile] if profile else [])],
+                    time.monotonic() - started)

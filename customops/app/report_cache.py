@@ -19,7 +19,7 @@ from customops.app.target import TRITON_HOME, discovered_profile
 from customops.cachedir import Text, default_cache_dir, file_key, tree_fingerprint
 from customops.triton.manifest import checkout_root, find_manifest
 
-REPORT_SHAPE = {"report": Text(lines=True), "exit_code": frozenset({0, 1}),
+REPORT_SHAPE = {"report": Text(lines=True), "exit_code": frozenset({0, 1}), "summary": Text(),
                 "dependencies": result_cache.DEPENDENCIES_SHAPE}
 
 
@@ -55,15 +55,17 @@ def _discovered(request: CheckRequest) -> list[str]:
 
 
 def cached_report(key: list[str]) -> dict[str, Any] | None:
-    """{"report", "exit_code"} stored under `key`, if nothing it depended on has changed."""
+    """{"report", "exit_code", "summary"} stored under `key`, if nothing it depended on has changed."""
     cache_dir, *parts = key
     return result_cache.load(cache_dir or default_cache_dir(), "check", parts, REPORT_SHAPE)
 
 
-def store_report(key: list[str], report: str, exit_code: int, depends_on: list[str]) -> None:
+def store_report(key: list[str], report: str, exit_code: int, depends_on: list[str], summary: str) -> None:
+    """`summary`: the text report's summary line, which a run whose reports all go to files writes to standard
+    error."""
     cache_dir, *parts = key
-    result_cache.store(cache_dir or default_cache_dir(), "check", parts, {"report": report, "exit_code": exit_code},
-                       depends_on)
+    result_cache.store(cache_dir or default_cache_dir(), "check", parts,
+                       {"report": report, "exit_code": exit_code, "summary": summary}, depends_on)
 
 
 def cache_in_repository(cache_dir: str | os.PathLike[str], repositories: tuple[str, ...]) -> str | None:

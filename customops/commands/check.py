@@ -21,13 +21,15 @@ if TYPE_CHECKING:
 
 FORMATS = ("text", "json", "sarif", "junit", "github", "gitlab")
 SCANNING_FORMATS = ("sarif", "junit", "github", "gitlab")  # paths relative to the checkout (json's: the repository)
+REPORT_FILES = {"sarif": "SARIF", "junit": "JUnit XML", "gitlab": "GitLab Code Quality"}  # --sarif FILE, ...
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a model repository's custom libraries against a Triton container",
                        description=__doc__)
     p.add_argument("repositories", nargs="*", metavar="MODEL_REPOSITORY",
-                   help="a Triton model repository: a directory of model directories, each with a config.pbtxt")
+                   help="a Triton model repository: a directory of model directories, each with a config.pbtxt "
+                        "(default: those found under the current directory)")
     p.add_argument("--model-repository", "--model-store", action="append", default=[], dest="more_repositories",
                    metavar="DIR", help="another model repository (as tritonserver takes it; repeatable)")
     p.add_argument("--manifest", metavar="FILE", help="customops.toml (default: the repository's own, if any)")
@@ -43,14 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where a checkout directory appears in the container, as docker -v (repeatable)")
     p.add_argument("--model-config-name", metavar="NAME", help="read configs/NAME.pbtxt where present")
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
-    p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text for people, json (customops.check/1), sarif (code scanning), junit (test dashboards), "
-                        "github (workflow annotations), gitlab (GitLab Code Quality); default: text")
-    p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
-    p.add_argument("--base-dir", metavar="DIR",
-                   help="sarif, github, gitlab and junit: file paths relative to this directory (default: the git "
-                        "checkout holding the first repository, where code scanning and workflow annotations resolve "
-                        "them; else that repository)")
+    _add_report_options(p)
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
     p.add_argument("--select", action="append", metavar="CODES",
                    help="report only these codes: comma-separated codes or prefixes (CO3: every CO3xx); replaces "
@@ -85,18 +80,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=partial(run, usage=p.error))
 
 
+def _add_report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text for people, json (customops.check/1), sarif (code scanning), junit (test dashboards), "
+                        "github (workflow annotations), gitlab (GitLab Code Quality); default: text")
+    p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
+    for report_format, what in REPORT_FILES.items():
+        p.add_argument(f"--{report_format}", metavar="FILE", dest=f"{report_format}_file",
+                       help=f"also write the {what} report to FILE, whatever --format prints (written even when "
+                            "the run ends with exit 2)")
+    p.add_argument("--base-dir", metavar="DIR",
+                   help="sarif, github, gitlab and junit: file paths relative to this directory (default: the git "
+                        "checkout holding the first repository, where code scanning and workflow annotations resolve "
+                        "them; else that repository)")
+
+
 def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
-    """The check; a run that cannot check (bad input, exit 2) still writes its --output file of a CI format, with
-    the error as its one result, so that the upload step after it finds a file that says why."""
+    """The check; a run that cannot check (bad input, exit 2) still writes each report file of a CI format it
+    was asked for, with the error as its one result, so that the upload step after it finds a file that says
+    why."""
     try:
         return _run(args, usage)
     except CustomopsError as exc:
-        if args.output and args.format in SCANNING_FORMATS:
-            from customops.report.check import error_report
+        from customops.report.check import error_report
 
-            with contextlib.suppress(CustomopsError):  # an --output that cannot be written: the error stands alone
-                emit(error_report(args.format, str(exc)), args.output)
+        for report_format, output in outputs(args):
+            if output and report_format in SCANNING_FORMATS:
+                with contextlib.suppress(CustomopsError):  # a file that cannot be written: the error stands alone
+                    emit(error_report(report_format, str(exc)), output)
         raise
+
+
+def outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """Every report of the run: (format, file, or None for standard output); --format's first."""
+    extra = [(f, getattr(args, f"{f}_file", None)) for f in REPORT_FILES]
+    return [(args.format, args.output), *((f, path) for f, path in extra if path)]
 
 
 def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
@@ -109,33 +127,56 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
 
     from customops.app import report_cache
 
-    if not (args.repositories or args.more_repositories or getattr(args, "server", None) is not None):
-        raise CustomopsError("no model repository given")  # one line, as every other bad input (test_bad_input)
     if args.statistics and args.format != "text":
         wrong("--statistics applies to the text report only (the other formats list every finding)")
+    wanted = outputs(args)
+    files = [os.path.realpath(path) for _, path in wanted if path]
+    if len(set(files)) < len(files):
+        wrong("two reports would be written to the same file")
     try:
         request = check_request(args)
     except ValueError as exc:
         wrong(str(exc))
     request, notes = report_cache.guarded(request)
-    base = request.repositories[0] if request.repositories else os.getcwd()
-    if args.format in SCANNING_FORMATS:  # paths as code scanning and CI annotations resolve them
-        base = os.path.abspath(args.base_dir) if args.base_dir else checkout_root(base)
-    key = report_cache.report_key(request, args.format, base)
-    if key is not None and (hit := report_cache.cached_report(key)) is not None:
-        emit(hit["report"], args.output)
-        return int(hit["exit_code"])
+    bases = {f: report_base(f, args, request) for f, _ in wanted}
+    keys = [report_cache.report_key(request, f, bases[f]) for f, _ in wanted]
+    hits = [hit for k in keys if k is not None and (hit := report_cache.cached_report(k)) is not None]
+    if len(hits) == len(wanted):
+        for (_, output), hit in zip(wanted, hits, strict=True):
+            emit(hit["report"], output)
+        _log_summary(wanted, hits[0]["summary"])
+        return int(hits[0]["exit_code"])
     from customops.app.checking import check_repositories
+    from customops.report.check import summary_line
 
     checked = check_repositories(request, notes)
-    if args.format == "text":
-        render_text(args, checked, base)
-    else:
-        text = render(args.format, checked, base)
-        emit(text, args.output)
+    summary = summary_line(checked.result, checked.fail_on, checked.exit_code)
+    for (report_format, output), key in zip(wanted, keys, strict=True):
+        if report_format == "text":
+            render_text(args, checked, bases[report_format], output)
+            continue
+        text = render(report_format, checked, bases[report_format])
+        emit(text, output)
         if key is not None:
-            report_cache.store_report(key, text, checked.exit_code, checked.dependencies)
+            report_cache.store_report(key, text, checked.exit_code, checked.dependencies, summary)
+    _log_summary(wanted, summary)
     return checked.exit_code
+
+
+def report_base(report_format: str, args: argparse.Namespace, request: CheckRequest) -> str:
+    """The directory a report's paths are relative to: for the CI formats the git checkout (where code scanning
+    and workflow annotations resolve them) or --base-dir; else the first repository."""
+    base = request.repositories[0] if request.repositories else os.getcwd()
+    if report_format in SCANNING_FORMATS:
+        return os.path.abspath(args.base_dir) if args.base_dir else checkout_root(base)
+    return base
+
+
+def _log_summary(wanted: list[tuple[str, str | None]], summary: str) -> None:
+    """When every report went to a file, the summary line on standard error: a CI log that says what the run
+    found."""
+    if all(output for _, output in wanted):
+        sys.stderr.write(f"customops: {summary}\n")
 
 
 def check_request(args: argparse.Namespace) -> CheckRequest:
@@ -145,8 +186,13 @@ def check_request(args: argparse.Namespace) -> CheckRequest:
     from customops.codes import Severity
     from customops.selection import parse_selectors
 
+    named = [*args.repositories, *args.more_repositories]
+    if not named and getattr(args, "server", None) is None:
+        from customops.triton.discovery import find_model_repositories
+
+        named = find_model_repositories(os.getcwd())
     request = CheckRequest(
-        repositories=tuple(os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)),
+        repositories=tuple(os.path.abspath(r) for r in named),
         container=ContainerChoice(args.container_root, args.profile, args.triton_release, args.backend_directory),
         manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
         models=frozenset(args.load_model) if args.load_model else None,
@@ -201,14 +247,14 @@ def render(report_format: str, checked: CheckRun, base: str) -> str:
     renderers = {
         "json": lambda: report.to_json(result, checked.fail_on, checked.exit_code, base),
         "sarif": lambda: report.to_sarif(result, base),
-        "junit": lambda: report.to_junit(result, checked.fail_on, base),
+        "junit": lambda: report.to_junit(result, checked.fail_on, base, checked.seconds),
         "github": lambda: report.to_github(result, base),
         "gitlab": lambda: report.to_gitlab(result, base),
     }
     return renderers[report_format]()
 
 
-def render_text(args: argparse.Namespace, checked: CheckRun, base: str) -> None:
+def render_text(args: argparse.Namespace, checked: CheckRun, base: str, output: str | None) -> None:
     from customops.report import check as report
     from customops.report.escape import console
 
@@ -218,8 +264,8 @@ def render_text(args: argparse.Namespace, checked: CheckRun, base: str) -> None:
     def write(f: TextIO | None) -> None:
         report.render_text(result, checked.fail_on, checked.exit_code, base, console(f, args.color), **style)
 
-    if args.output:
-        write_file(args.output, write)
+    if output:
+        write_file(output, write)
     else:
         write(None)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 
-from customops import __version__, schemas
-from customops.codes import CODES, Severity, docs_url
+from customops import PROJECT_URL, __version__, schemas
+from customops.codes import CODES, Severity, doc_page, docs_url
 from customops.findings import Finding
 from customops.report.escape import console as new_console
 from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
@@ -40,7 +40,7 @@ def finding_record(f: Finding, base: str | None) -> dict:
     return {"code": f.code, "severity": str(f.level), "message": f.message, "model": f.model, "library": f.library,
             "symbol": f.symbol, "version": f.version, "file": relative(f.file, base), "line": f.line,
             "column": f.column, "predicted": f.predicted, "evidence": list(f.evidence), "hint": f.hint,
-            "assumes": f.assumes}
+            "assumes": f.assumes, "artifact": relative(f.artifact, base)}
 
 
 def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
@@ -84,14 +84,15 @@ def to_sarif(result, base: str | None) -> str:
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
               "fullDescription": {"text": CODES[code].what},
-              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}"}, "helpUri": docs_url(code),
+              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}", "markdown": doc_page(code)},
+              "helpUri": docs_url(code),
               "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
     results = [_sarif_result(f, used, base) for f in (*result.findings, *result.suppressed)]
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "customops", "version": __version__, "rules": rules,
-                                      "informationUri": "https://github.com/customops/customops"}},
+                                      "informationUri": PROJECT_URL}},
                   "originalUriBaseIds": {"%SRCROOT%": {"uri": _uri(base)}} if base else {},
                   "results": results}],
     }
@@ -111,6 +112,12 @@ def _sarif_result(f: Finding, used: list[str], base: str | None) -> dict:
         if f.line:
             location["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
         entry["locations"] = [{"physicalLocation": location}]
+    artifact = relative(f.artifact, base)
+    if artifact:  # the library itself, where the location is the text that makes Triton load it
+        related = {"uri": quote(os.fsencode(artifact)),
+                   **({} if os.path.isabs(artifact) else {"uriBaseId": "%SRCROOT%"})}
+        entry["relatedLocations"] = [{"id": 1, "physicalLocation": {"artifactLocation": related},
+                                      "message": {"text": "the library"}}]
     entry["partialFingerprints"] = {"customops/v1": _fingerprint(f, base)}
     if f.suppression is not None:
         kind = "inSource" if f.suppression.source == "config" else "external"
@@ -147,7 +154,7 @@ def error_report(report_format: str, message: str) -> str:
     if report_format == "sarif":
         return dumps({"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": [{
             "tool": {"driver": {"name": "customops", "version": __version__,
-                                "informationUri": "https://github.com/customops/customops"}},
+                                "informationUri": PROJECT_URL}},
             "invocations": [{"executionSuccessful": False, "exitCode": 2, "toolExecutionNotifications": [
                 {"level": "error", "message": {"text": text}}]}],
             "results": []}]}, indent=2)
@@ -156,9 +163,11 @@ def error_report(report_format: str, message: str) -> str:
             text.encode("utf-8", "replace")).hexdigest(), "severity": "blocker",
             "location": {"path": "", "lines": {"begin": 1}}}], indent=2)
     if report_format == "junit":
-        return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="customops check" tests="1" failures="0" '
-                f'errors="1">\n  <testcase classname="customops.check" name="customops check"><error message="'
-                f'{xml(text, True)}" type="bad input">{xml(text)}</error></testcase>\n</testsuite>\n')
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="customops check" tests="1" failures="0" '
+                'errors="1" time="0">\n  <testsuite name="customops check" tests="1" failures="0" errors="1" '
+                f'time="0">\n    <testcase classname="customops.check" name="customops check" time="0"><error '
+                f'message="{xml(text, True)}" type="bad input">{xml(text)}</error></testcase>\n  </testsuite>\n'
+                "</testsuites>\n")
     return f"::error title=customops::{github_data(text)}\n"
 
 
@@ -168,26 +177,45 @@ def _uri(base: str) -> str:
     return "file://" + quote(os.fsencode(os.path.abspath(base).rstrip("/") + "/"))
 
 
-def to_junit(result, fail_on: Severity, base: str | None) -> str:
+def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) -> str:
+    """JUnit XML as Jenkins' schema (junit-10.xsd) has it: a testsuite per model, named by its directory so that
+    two repositories' models of one name stay apart, and a testcase per finding, failing at or above
+    `fail_on`, passing with the finding as its output below it, so that dashboards show warnings too; a model
+    without findings is one passing testcase. `elapsed`: the check's seconds, the root's time."""
     groups: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
-        groups[f.model or "(server)"].append(f)
-    names = [m.name for m in result.models] + (["(server)"] if "(server)" in groups else [])
-    cases = []
-    failures = 0
-    for name in names:
-        failing = [f for f in groups.get(name, []) if f.level >= fail_on]
-        body = ""
-        if failing:
-            failures += 1
-            text = "\n".join(f"{f.code} {f.level}: {printable(f.stated)}"
-                             + (f"\n  predicted: {_lines(f.predicted)}" if f.predicted else "") for f in failing)
-            body = (f'<failure message="{xml(printable(failing[0].code + " " + failing[0].stated), True)}" '
-                    f'type="{failing[0].code}">{xml(text)}</failure>')
-        cases.append(f'  <testcase classname="customops.check" name="{xml(printable(name), True)}">{body}</testcase>')
+        groups[f.model or ""].append(f)
+    suites = [(relative(m.path, base) or m.name, m.name, groups.get(m.name, [])) for m in result.models]
+    if groups.get(""):
+        suites.append(("(server)", "(server)", groups[""]))
+    body, tests, failures = [], 0, 0
+    for suite, model, found in suites:
+        cases = _junit_cases(model, found, fail_on)
+        failed = sum('<failure ' in c for c in cases)
+        tests, failures = tests + len(cases), failures + failed
+        body.append(f'  <testsuite name="{xml(printable(suite), True)}" tests="{len(cases)}" failures="{failed}" '
+                    'errors="0" skipped="0" time="0">\n' + "".join(f"    {c}\n" for c in cases) + "  </testsuite>")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuite name="customops check" tests="{len(names)}" failures="{failures}" errors="0">\n'
-            + "\n".join(cases) + "\n</testsuite>\n")
+            f'<testsuites name="customops check" tests="{tests}" failures="{failures}" errors="0" '
+            f'time="{elapsed:.3f}">\n' + "\n".join(body) + ("\n" if body else "") + "</testsuites>\n")
+
+
+def _junit_cases(model: str, found: list[Finding], fail_on: Severity) -> list[str]:
+    classname = xml(printable(f"customops.{model}"), True)
+    if not found:
+        return [f'<testcase classname="{classname}" name="loads" time="0"/>']
+    cases, seen = [], Counter[str]()
+    for f in found:
+        name = f"{f.code} {CODES[f.code].title}" + (f" ({os.path.basename(f.library)})" if f.library else "")
+        seen[name] += 1
+        name += f" #{seen[name]}" if seen[name] > 1 else ""
+        text = xml(f"{f.level}: {printable(f.stated)}" + (f"\n  predicted: {_lines(f.predicted)}" if f.predicted
+                                                           else "") + f"\n  fix: {printable(f.hint)}")
+        inner = (f'<failure type="{f.code}" message="{xml(printable(f.stated), True)}">{text}</failure>'
+                 if f.level >= fail_on else f"<system-out>{text}</system-out>")
+        cases.append(f'<testcase classname="{classname}" name="{xml(printable(name), True)}" time="0">{inner}'
+                     "</testcase>")
+    return cases
 
 
 def _lines(text: str) -> str:
@@ -275,19 +303,25 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
 
 
 def _concerns(f: Finding, model) -> bool:
-    """A finding is about a model when it names it, or when its file lies in the model's directory (a
-    server finding about a preload the model ships, such as a CO401 on its op library)."""
+    """A finding is about a model when it names it, or when its file or library file lies in the model's
+    directory (a server finding about a preload the model ships, such as a CO401 on its op library)."""
     if f.model == model.name:
         return True
     root = os.path.abspath(model.path).rstrip("/") + "/"
-    return bool(f.file) and os.path.abspath(f.file or "").startswith(root)
+    return any(path and os.path.abspath(path).startswith(root) for path in (f.file, f.artifact))
+
+
+def summary_line(result, fail_on: Severity, exit_code: int) -> str:
+    """The text report's last line, also written to standard error when every report went to a file, so that
+    a CI log says what the run found."""
+    c = counts(result.findings)
+    return (f"{'FAIL' if exit_code else 'OK'} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "
+            f"{len(result.suppressed)} suppressed; failing at {fail_on} and above")
 
 
 def _summary(console, result, fail_on: Severity, exit_code: int) -> None:
-    c = counts(result.findings)
-    verdict = "[bold red]FAIL[/]" if exit_code else "[bold green]OK[/]"
-    console.print(f"{verdict} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "
-                  f"{len(result.suppressed)} suppressed; failing at {fail_on} and above")
+    verdict, rest = summary_line(result, fail_on, exit_code).split(" ", 1)
+    console.print(f"[bold {'red' if exit_code else 'green'}]{verdict}[/] {markup(rest)}")
 
 
 def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int) -> None:

