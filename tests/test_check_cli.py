@@ -63,7 +63,7 @@ def test_sarif_report_is_valid_and_points_at_repository_files(example):
 def test_github_annotations(example):
     repo, container = example
     result = customops("check", str(repo), "--container-root", str(container), "--format", "github")
-    assert any(line.startswith("::error file=detector_ort/config.pbtxt,line=3,title=CO308::")
+    assert any(line.startswith("::error file=detector_ort/config.pbtxt,line=3,col=42,title=CO308::")
                for line in result.stdout.splitlines())
 
 
@@ -177,7 +177,7 @@ def test_code_scanning_paths_resolve_from_the_git_checkout_root(example, tmp_pat
     assert files and all((checkout / f).exists() for f in files if not f.startswith("/"))
     elsewhere = customops("check", str(repo), "--container-root", str(container), "--format", "github",
                           "--base-dir", str(repo)).stdout
-    assert "file=detector_ort/config.pbtxt,line=3," in elsewhere
+    assert "file=detector_ort/config.pbtxt,line=3,col=42," in elsewhere
 
 
 @pytest.mark.parametrize("report_format", ["sarif", "junit", "github", "gitlab"])

@@ -235,7 +235,7 @@ def to_github(result, base: str | None) -> str:
         if path:
             props.insert(0, f"file={github_property(path)}")
             if f.line:
-                props.insert(1, f"line={f.line}")
+                props[1:1] = [f"line={f.line}", *([f"col={f.column}"] if f.column else [])]
         message = github_data(f.stated + (f" | predicted: {f.predicted}" if f.predicted else ""))
         lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
     return "\n".join(lines) + ("\n" if lines else "")
