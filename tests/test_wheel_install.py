@@ -1,45 +1,36 @@
-"""customops as CI installs it (issue #19): the built wheel, into a fresh virtual environment with only its declared
-dependencies from the package index, runs the example check and finds what the checkout's own customops finds.
-Skipped, saying so, when the package index cannot be reached."""
+"""customops as CI installs it (issue #19): the wheel built from the sdist, into a fresh virtual environment with only
+its declared dependencies from the package index, runs the example check and finds what the checkout's own customops
+finds; and the wheel holds the package and its data, not the tests. Skipped, saying so, when the package index cannot
+be reached."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+import zipfile
 
 import pytest
+from release_tools import build_wheel, check_example, checkout_check, findings, fresh_venv, run
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def run(*argv: str, **kw) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=900, **kw)
+def test_the_wheel_holds_the_package_and_its_data_and_no_tests(tmp_path):
+    names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
+    assert {"customops/data/model_config.json", "customops/schemas/check-1.json", "customops/schemas/scan-1.json"} \
+        <= set(names)
+    (metadata,) = {n.split("/")[0] for n in names} - {"customops"}
+    assert metadata.startswith("customops-") and metadata.endswith(".dist-info")
+    assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".so"))]
 
 
 def test_the_built_wheel_installs_with_its_declared_dependencies_and_checks_the_example(example, tmp_path):
-    wheels = tmp_path / "wheels"
-    built = run(sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels))
-    if built.returncode != 0 and "Could not" in built.stderr + built.stdout:  # no index: setuptools for the build
-        pytest.skip(f"the wheel cannot be built without the package index: {built.stderr.strip()[-300:]}")
-    assert built.returncode == 0, built.stderr
-    (wheel,) = wheels.glob("customops-*.whl")
-    venv = tmp_path / "venv"
-    assert run(sys.executable, "-m", "venv", str(venv)).returncode == 0
-    installed = run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel))
+    wheel = build_wheel(tmp_path)
+    venv = fresh_venv(tmp_path / "venv")
+    installed = run(venv / "python", "-m", "pip", "install", "-q", wheel)
     if installed.returncode != 0:
         pytest.skip(f"the package index cannot be reached: {installed.stderr.strip()[-300:]}")
-    freeze = run(str(venv / "bin" / "python"), "-m", "pip", "freeze").stdout.lower()
+    freeze = run(venv / "python", "-m", "pip", "freeze").stdout.lower()
     assert "tritonclient" not in freeze and "torch" not in freeze and "tensorflow" not in freeze
-    repo, root = example
-    env = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("PYTHONPATH", None)
-    checked = run(str(venv / "bin" / "customops"), "check", str(repo), "--container-root", str(root),
-                  "--format", "json", cwd=tmp_path, env=env)
-    here = run(sys.executable, "-m", "customops", "check", str(repo), "--container-root", str(root), "--format",
-               "json", "--no-cache", cwd=ROOT, env=env)
-    assert checked.returncode == here.returncode == 1, checked.stderr
-    codes = sorted(f["code"] for f in json.loads(checked.stdout)["findings"])
-    assert codes and codes == sorted(f["code"] for f in json.loads(here.stdout)["findings"])
+    assert "pyelftools" not in freeze
+    checked = findings(check_example([str(venv / "customops")], example, tmp_path, tmp_path / "cache", "--format",
+                                     "json"))
+    here = findings(checkout_check(example, tmp_path, "--format", "json"))
+    assert checked[0] == here[0] == 1
+    assert checked[1] and checked[1] == here[1]

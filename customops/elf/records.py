@@ -13,8 +13,10 @@ from customops.elf.constants import (
     DF_1_NOW,
     DF_BIND_NOW,
     DF_SYMBOLIC,
+    EM_NAMES,
     FLAG_1_NAMES,
     FLAG_NAMES,
+    OSABI_NAMES,
     VER_FLG_BASE,
     VER_FLG_WEAK,
     VERSYM_HIDDEN,
@@ -127,14 +129,11 @@ class ElfInfo:
 
     @property
     def machine(self) -> str:
-        return machine_name(self.machine_code)
+        return EM_NAMES.get(self.machine_code, f"EM_{self.machine_code}")
 
     @property
     def osabi(self) -> str:
-        from elftools.elf.enums import ENUM_EI_OSABI
-
-        names = {v: k for k, v in ENUM_EI_OSABI.items() if isinstance(v, int)}
-        return names.get(self.osabi_code, f"OSABI_{self.osabi_code}")
+        return OSABI_NAMES.get(self.osabi_code, f"OSABI_{self.osabi_code}")
 
     @property
     def flag_names(self) -> tuple[str, ...]:
@@ -182,15 +181,6 @@ class ElfInfo:
     @property
     def undefined_count(self) -> int:
         return self.symbols.undefined_count
-
-
-def machine_name(code: int) -> str:
-    from elftools.elf.enums import ENUM_E_MACHINE
-
-    for name, value in ENUM_E_MACHINE.items():
-        if value == code:
-            return name
-    return f"EM_{code}"
 
 
 def _bit_names(value: int, names: dict[int, str]) -> tuple[str, ...]:
