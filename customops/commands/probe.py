@@ -15,9 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
     p.add_argument("--together", action="store_true",
                    help="load them in order into one process (duplicate registrations show there)")
-    p.add_argument("--framework", choices=("none", "torch", "tensorflow", "onnxruntime"), default="none",
-                   help="load as that framework loads op libraries and list what its registry gained "
-                        "(default: a plain dlopen)")
+    p.add_argument("--framework", choices=("none", "torch", "tensorflow", "onnxruntime", "tensorrt"),
+                   default="none", help="load as that framework loads op libraries and list what its registry "
+                   "gained; tensorrt: against customops' stand-in for libnvinfer, built with the machine's C++ "
+                   "compiler, listing the plugin creators as namespace::name/version (default: a plain dlopen)")
     p.add_argument("--onnxruntime-library", metavar="PATH",
                    help="the libonnxruntime.so that --framework onnxruntime registers into (default: the one in "
                         "the interpreter's onnxruntime package)")

@@ -58,12 +58,18 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     "tensorflow" with a `runtime` (a libtensorflow_cc.so.2, e.g. the container's) calls its C API's
     TF_LoadLibrary through ctypes instead of importing `python`'s tensorflow package; "torch" with a
     `runtime` (a libtorch_cpu.so) loads it and then dlopens the libraries, as torch.ops.load_library does,
-    without the Python package: a verdict on loading, with no registrations listed.
+    without the Python package: a verdict on loading, with no registrations listed. "tensorrt" loads them
+    against a recording stand-in for the libnvinfer.so.N they need and lists the plugin creators each one
+    registered as "namespace::name/version" (customops/probe/tensorrt_standin.py).
 
     A library runs in the loader's own process, so it could, by reading the loader's memory, learn the
     nonce and forge what the loader reports; a library that only prints the protocol, or writes it to
     every descriptor, cannot. A loader that reported every library loaded but did not finish cleanly (a
     crash, a timeout, an exit) has the last one reported as that, not as loaded."""
+    if framework == "tensorrt":  # no framework in `python`: a recording stand-in for libnvinfer (its own module)
+        from customops.probe import tensorrt_standin
+
+        return tensorrt_standin.probe_group(libraries, python, timeout, memory_mb)
     paths = tuple(os.path.abspath(lib) for lib in libraries)
     python = python or sys.executable
     if framework == "onnxruntime" and runtime is None:

@@ -1,0 +1,105 @@
+"""The TensorRT probe's loader script: loads plugin libraries against customops' recording stand-in for
+libnvinfer.so.N, and reports the plugin creators each one registered.
+
+customops never imports this module: customops/probe/tensorrt_standin.py hands its text to the sandbox
+(customops/probe/sandbox_child.py's run_script), which calls main(emit, args) in the loader process. It needs
+nothing but the standard library and ctypes and runs on Python 3.8 and later.
+
+args: the stand-in (a libnvinfer.so.N built by customops), then the libraries. The stand-in is opened
+first, RTLD_LOCAL (its stubs must not come before anything else in any lookup), so that a library's own
+DT_NEEDED libnvinfer.so.N is the stand-in (the dynamic linker matches it by its SONAME). Each library is
+then dlopen()ed (RTLD_NOW | RTLD_LOCAL), which runs its static registrars; when it exports getCreators or
+getPluginCreators, the creators they return are registered as TensorRT's IPluginRegistry::loadLibrary does
+(setLoggerFinder first, when exported). What it emits: VERSION once; for each library REGISTERED (library,
+"namespace::name/version", with " [refused: already registered by LIBRARY]" when the registry refused it)
+for every attempt, then LOADED (library); or FAILED (message) for the first library that could not be
+loaded, and nothing after it; or UNAVAILABLE (message) when the stand-in cannot be opened (exit status 3).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+
+UNAVAILABLE_EXIT, FAILED_EXIT = 3, 1
+LOCAL = os.RTLD_NOW | os.RTLD_LOCAL
+ENTRY_POINTS = ("getCreators", "getPluginCreators")  # the registry's loadLibrary prefers the first
+
+
+def main(emit: Callable[..., None], args: list[str]) -> int:
+    """Load every library, stopping at the first failure; the exit status."""
+    try:
+        standin = StandIn(args[0])
+    except OSError as exc:
+        emit("UNAVAILABLE", one_line(exc))
+        return UNAVAILABLE_EXIT
+    emit("VERSION", f"customops' stand-in for libnvinfer.so.{standin.major}")
+    for path in args[1:]:
+        first = standin.count()
+        try:
+            library = ctypes.CDLL(path, mode=LOCAL)
+            standin.load_entry_points(library)
+        except Exception as exc:
+            emit("FAILED", one_line(exc))
+            return FAILED_EXIT
+        for index in range(first, standin.count()):
+            emit("REGISTERED", path, standin.describe(index, path))
+        emit("LOADED", path)
+    return 0
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+class StandIn:
+    """The stand-in's recording registry, read through the functions it exports for customops."""
+
+    def __init__(self, path: str) -> None:
+        lib = ctypes.CDLL(path, mode=LOCAL)
+        lib.customops_standin_field.restype = ctypes.c_char_p
+        lib.customops_standin_field.argtypes = (ctypes.c_int32, ctypes.c_int32)
+        lib.customops_standin_accepted.argtypes = (ctypes.c_int32,)
+        lib.customops_standin_logger_finder.restype = ctypes.c_void_p
+        lib.customops_standin_register.argtypes = (ctypes.c_void_p, ctypes.c_int32)
+        lib.customops_standin_register.restype = None
+        self.lib = lib
+        self.major = lib.customops_standin_major()
+        self.owners: list[str] = []  # the library of each record, by index
+
+    def count(self) -> int:
+        return int(self.lib.customops_standin_count())
+
+    def field(self, index: int, field: int) -> str:
+        return (self.lib.customops_standin_field(index, field) or b"").decode("utf-8", "replace")
+
+    def describe(self, index: int, path: str) -> str:
+        """A record as "namespace::name/version", and who won when the registry refused it."""
+        while len(self.owners) <= index:
+            self.owners.append(path)
+        namespace, name, version, kind = (self.field(index, f) for f in range(4))
+        if not name and not version:
+            return f"[a creator of kind {kind!r}, whose name customops cannot read]"
+        identity = f"{namespace}::{name}/{version}"
+        if self.lib.customops_standin_accepted(index):
+            return identity
+        winner = next((self.owners[i] for i in range(index) if self.lib.customops_standin_accepted(i)
+                       and [self.field(i, f) for f in range(3)] == [namespace, name, version]), "?")
+        return f"{identity} [refused: already registered by {winner}]"
+
+    def load_entry_points(self, library: ctypes.CDLL) -> None:
+        """Register what the library's getCreators (or getPluginCreators) returns, as loadLibrary does."""
+        for name in ENTRY_POINTS:
+            function = getattr(library, name, None)
+            if function is None:
+                continue
+            finder = getattr(library, "setLoggerFinder", None)
+            if finder is not None:
+                finder.argtypes, finder.restype = (ctypes.c_void_p,), None
+                finder(self.lib.customops_standin_logger_finder())
+            number = ctypes.c_int32(0)
+            function.argtypes, function.restype = (ctypes.POINTER(ctypes.c_int32),), ctypes.c_void_p
+            creators = function(ctypes.byref(number))
+            self.lib.customops_standin_register(creators, number.value)
+            return

@@ -1,0 +1,269 @@
+"""Which TensorRT plugin creators a library registers, learnt without TensorRT and without a GPU.
+
+Triton's TensorRT backend loads plugin libraries (--backend-config=tensorrt,plugins=..., LD_PRELOAD) whose
+static initializers register plugin creators in TensorRT's global registry, and TensorRT refuses a creator
+whose (namespace, name, version) is already registered: the first registration wins. TensorRT's libraries
+cannot be installed everywhere customops runs, so the probe loads each library, in the isolated child
+(customops/probe/sandbox.py, the script customops/probe/child_tensorrt.py), against a recording stand-in
+for libnvinfer.so.N compiled from customops/data/tensorrt_standin/standin.cpp: N is the major the library
+itself needs (its DT_NEEDED), because a stand-in of another layout records nothing, silently.
+
+The stand-in is two files: libnvinfer.so.N (the registry, the logger, the entry points) and a library of
+stubs it needs, one per other name the plugin libraries leave undefined, so that the load succeeds as it
+would against the real library. The stubs come after every library a plugin needs itself in its lookup
+scope, so they only ever stand in for names nothing else defines. Both are built with the machine's C++
+compiler into customops' cache, keyed by the source, the major and the stubs.
+
+Names are reported as "namespace::name/version" (the namespace may be empty: "::GridAnchor_TRT/1", as
+TensorRT's own log writes it); a registration the registry refused ends in
+" [refused: already registered by LIBRARY]".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+
+from customops import cachedir, cleanup
+from customops.elf.cache import ElfReader
+from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
+from customops.errors import ElfError
+from customops.probe import sandbox
+from customops.probe.frameworks import _Reported
+from customops.probe.results import ProbeResult, ProbeStatus
+
+SOURCE = Path(__file__).resolve().parent.parent / "data" / "tensorrt_standin" / "standin.cpp"
+CHILD = Path(__file__).with_name("child_tensorrt.py").read_text()  # run in the sandbox, never imported
+COMPILERS = ("c++", "g++", "clang++")  # the first one on PATH builds the stand-in
+STUBS = "libcustomops_standin_stubs.so"
+NEEDED = re.compile(r"libnvinfer\.so\.(\d+)")
+WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol name an assembler label can carry as is
+REFUSED = " [refused: already registered by "
+OBJECT_LIMIT = 1 << 20  # bytes of zeros a stub object may have
+
+
+class PluginOutcome(str, Enum):
+    """What the probe learnt about one plugin library."""
+
+    REGISTERED = "registered"  # it loaded and registered at least one creator
+    REGISTERED_NOTHING = "registered nothing"  # it loaded and registered no creator (not a pass: see the module doc)
+    NOT_LOADED = "not loaded"  # it failed, crashed or timed out, or an earlier library did (the result says how)
+    UNSUPPORTED = "unsupported"  # it needs a libnvinfer major the stand-in has no layout for
+    UNAVAILABLE = "unavailable"  # the stand-in could not be built, or the sandbox could not run
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registration attempt, as a reported name holds it."""
+
+    namespace: str
+    name: str
+    version: str
+    refused_by: str | None  # the library whose registration won, when this one was refused
+
+    @classmethod
+    def parse(cls, text: str) -> Registration:
+        """From the "namespace::name/version[ [refused: already registered by LIB]]" form."""
+        head, refused, by = text.partition(REFUSED)
+        identity, _, version = head.rpartition("/")
+        namespace, _, name = identity.partition("::")
+        return cls(namespace, name, version, by[:-1] if refused else None)
+
+
+@dataclass(frozen=True)
+class PluginProbe:
+    result: ProbeResult  # as every probe reports (registered: the names, see the module doc)
+    outcome: PluginOutcome
+    major: int | None  # the libnvinfer major the library needs, None when it needs none
+
+    @property
+    def registrations(self) -> tuple[Registration, ...]:
+        return tuple(Registration.parse(name) for name in self.result.registered)
+
+
+def supported_majors() -> tuple[int, ...]:
+    """The majors the stand-in's source has a layout for (its `CUSTOMOPS_MAJOR == N` tests)."""
+    return tuple(sorted({int(n) for n in re.findall(r"CUSTOMOPS_MAJOR == (\d+)", SOURCE.read_text())}))
+
+
+def needed_major(path: str, reader: ElfReader) -> int | None:
+    """The N of the libnvinfer.so.N the library needs itself (DT_NEEDED), None when none or unreadable."""
+    with contextlib.suppress(OSError, ElfError, ValueError):
+        for name in reader.read(path).needed:
+            if found := NEEDED.fullmatch(name):
+                return int(found.group(1))
+    return None
+
+
+def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
+                  cache_dir: Path | str | None = None) -> tuple[PluginProbe, ...]:
+    """Load `libraries` in order into one isolated process against the stand-in of the libnvinfer major they
+    need, and report on each: what it registered (the names, in PluginProbe.result.registered) and how.
+    `cache_dir`: where the built stand-in is kept (default: customops' cache directory)."""
+    paths = tuple(os.path.abspath(lib) for lib in libraries)
+    reader = ElfReader(use_cache=False)
+    majors = tuple(needed_major(p, reader) for p in paths)
+    supported = supported_majors()
+    unsupported = next(((p, m) for p, m in zip(paths, majors, strict=True) if m is not None and m not in supported),
+                       None)
+    if unsupported is not None:
+        return _unsupported(paths, majors, unsupported, supported)
+    major = next((m for m in majors if m is not None), supported[-1])
+    with _StandIn(major, _stubs(paths, majors, major, reader), cache_dir) as built:
+        if isinstance(built.error, str):
+            return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
+        run = sandbox.run(python or sys.executable, CHILD, [built.library, *paths], timeout, memory_mb,
+                          (*paths, built.library, built.stubs))
+    if run.error is not None:
+        return tuple(_unavailable(p, m, f"the probe's sandbox failed: {run.error}")
+                     for p, m in zip(paths, majors, strict=True))
+    results = _Reported(run, timeout).each(paths)
+    return tuple(_judged(r, m) for r, m in zip(results, majors, strict=True))
+
+
+def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60,
+                memory_mb: int = 4096) -> tuple[ProbeResult, ...]:
+    """probe_plugins' results, as customops.probe.frameworks.probe_group gives them for framework "tensorrt"."""
+    return tuple(p.result for p in probe_plugins(libraries, python, timeout, memory_mb, cachedir.default_cache_dir()))
+
+
+def _judged(result: ProbeResult, major: int | None) -> PluginProbe:
+    if result.status is not ProbeStatus.LOADED:
+        return PluginProbe(result, PluginOutcome.NOT_LOADED, major)
+    if result.registered:
+        return PluginProbe(result, PluginOutcome.REGISTERED, major)
+    return PluginProbe(replace(result, message="loaded, but registered no TensorRT plugin creator"),
+                       PluginOutcome.REGISTERED_NOTHING, major)
+
+
+def _unavailable(path: str, major: int | None, message: str,
+                 outcome: PluginOutcome = PluginOutcome.UNAVAILABLE) -> PluginProbe:
+    return PluginProbe(ProbeResult(path, ProbeStatus.UNAVAILABLE, message, None, "", ()), outcome, major)
+
+
+def _unsupported(paths: tuple[str, ...], majors: tuple[int | None, ...], culprit: tuple[str, int],
+                 supported: tuple[int, ...]) -> tuple[PluginProbe, ...]:
+    """Every library of the group, unprobed: one needs a major whose layout the stand-in does not have."""
+    known = ", ".join(str(m) for m in supported)
+    why = f"needs libnvinfer.so.{culprit[1]}, and customops' TensorRT stand-in has layouts for majors {known} only"
+    return tuple(_unavailable(p, m, why if p == culprit[0] else f"not probed: {culprit[0]} {why}",
+                              PluginOutcome.UNSUPPORTED) for p, m in zip(paths, majors, strict=True))
+
+
+# -- the stubs ---------------------------------------------------------------------------------------------
+def _stubs(paths: tuple[str, ...], majors: tuple[int | None, ...], major: int, reader: ElfReader) -> str:
+    """C++ defining every name the libraries that need libnvinfer.so.`major` leave undefined, that no
+    other file is named for (a versioned reference names its file), as a function returning 0 or zeros."""
+    wanted: dict[str, int] = {}  # name -> bytes of an object, 0 for a function
+    for path, needs in zip(paths, majors, strict=True):
+        if needs == major:
+            with contextlib.suppress(OSError, ElfError, ValueError):
+                wanted.update(_undefined(path, f"libnvinfer.so.{major}", reader))
+    core = set(re.findall(r"EXPORT \S+\*? (\w+)\(", SOURCE.read_text()))
+    lines = ['extern "C" {']
+    for i, (name, size) in enumerate(sorted(wanted.items())):
+        if name in core:
+            continue
+        if size:
+            lines.append(f'__attribute__((aligned(16))) char customops_object_{i}[{size}] __asm__("{name}") = {{}};')
+        else:
+            lines += [f'long customops_stub_{i}() __asm__("{name}");', f"long customops_stub_{i}() {{ return 0; }}"]
+    return "\n".join([*lines, "}", ""])
+
+
+def _undefined(path: str, soname: str, reader: ElfReader) -> dict[str, int]:
+    """The library's undefined global references that may be libnvinfer's, with their object sizes."""
+    info = reader.read(path)
+    table = info.symbols
+    slots = info.version_slots
+    st_info, _, _, _, st_size, versym = table.fields
+    found: dict[str, int] = {}
+    undefined = [int(i) for i in table.undefined_mask.nonzero()[0]]
+    for index, raw in zip(undefined, table.names(undefined), strict=True):
+        kind, bind = st_info[index] & 0xF, st_info[index] >> 4
+        slot = slots.get(versym[index] & 0x7FFF) if versym is not None else None
+        if bind != STB_GLOBAL or kind not in (STT_FUNC, STT_NOTYPE, STT_OBJECT) or (
+                slot is not None and slot.filename not in (None, soname)):
+            continue
+        name = bytes(raw).decode("ascii", "replace")
+        if WRITABLE_NAME.fullmatch(name):
+            found[name] = min(max(st_size[index], 8), OBJECT_LIMIT) if kind == STT_OBJECT else 0
+    return found
+
+
+# -- building ------------------------------------------------------------------------------------------------
+class _StandIn:
+    """The stand-in's two files for one major and set of stubs: from the cache, or built (into the cache, or
+    into a temporary directory removed on exit when the cache cannot be used). `error`: why there is none."""
+
+    def __init__(self, major: int, stubs: str, cache_dir: Path | str | None) -> None:
+        self.major, self.stubs_source, self.cache_dir = major, stubs, cache_dir
+        self.library = self.stubs = ""
+        self.error: str | None = None
+        self.temporary: str | None = None
+
+    def __enter__(self) -> _StandIn:
+        source = SOURCE.read_text()
+        key = hashlib.sha256("\0".join((source, str(self.major), self.stubs_source)).encode()).hexdigest()
+        names = ("tensorrt-standin", key[:32])
+        root = cachedir.trusted_root(self.cache_dir)
+        files = (f"libnvinfer.so.{self.major}", STUBS)
+        if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in files):
+            self._use(str(root.joinpath(*names)))
+            return self
+        self.temporary = tempfile.mkdtemp(prefix="customops-tensorrt-")
+        cleanup.register(self.temporary)
+        self.error = _build(source, self.major, self.stubs_source, self.temporary)
+        if self.error is None and root is not None:
+            for name in files:
+                cachedir.write_entry(root, (*names, name), Path(self.temporary, name).read_bytes())
+        self._use(self.temporary)
+        return self
+
+    def _use(self, directory: str) -> None:
+        self.library = os.path.join(directory, f"libnvinfer.so.{self.major}")
+        self.stubs = os.path.join(directory, STUBS)
+
+    def __exit__(self, *_: object) -> None:
+        if self.temporary is not None:
+            cleanup.remove(self.temporary)
+
+
+def compiler() -> str | None:
+    """The machine's C++ compiler, the first of COMPILERS on PATH."""
+    return next((found for name in COMPILERS if (found := shutil.which(name))), None)
+
+
+def _build(source: str, major: int, stubs: str, directory: str) -> str | None:
+    """Compile the stubs library, then libnvinfer.so.`major` needing it (found beside it); None, or why not."""
+    cxx = compiler()
+    if cxx is None:
+        return f"no C++ compiler ({', '.join(COMPILERS)}) on PATH to build customops' TensorRT stand-in"
+    Path(directory, "standin.cpp").write_text(source)
+    Path(directory, "stubs.cpp").write_text(stubs)
+    common = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
+    steps = ([*common, "stubs.cpp", f"-Wl,-soname,{STUBS}", "-o", STUBS],
+             [*common, "-fvisibility=hidden", f"-DCUSTOMOPS_MAJOR={major}", "standin.cpp",
+              f"-Wl,-soname,libnvinfer.so.{major}", "-Wl,--no-as-needed", f"-l:{STUBS}", "-L.",
+              "-Wl,-rpath,$ORIGIN", "-o", f"libnvinfer.so.{major}"])
+    for command in steps:
+        try:
+            done = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"building customops' TensorRT stand-in failed: {exc}"
+        if done.returncode != 0:
+            last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
+            return f"building customops' TensorRT stand-in with {cxx} failed: {last.strip()}"
+    return None
