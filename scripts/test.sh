@@ -22,7 +22,9 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip_quiet() { .venv/bin/python -m pip install -q "$@" > .venv/pip.log 2>&1 || { cat .venv/pip.log; exit 1; }; }
 pip_quiet --upgrade pip
-pip_quiet -e ".[test,torch,tensorflow,onnxruntime]"
+# the framework versions the tests expect (the extras are ranges for users); setuptools>=77 builds the sdist
+# and wheel in tests/test_sdist.py and test_wheel_install.py without the package index
+pip_quiet -e ".[test,torch,tensorflow,onnxruntime]" "torch==2.13.0" "tensorflow-cpu==2.21.0" "setuptools>=77"
 # published TensorFlow op libraries; --no-deps because it requires `tensorflow`, not tensorflow-cpu
 pip_quiet --no-deps "tensorflow-text==2.21.1"
 # a published ONNX Runtime custom-op library

@@ -154,3 +154,14 @@ def test_two_repositories_with_a_model_of_one_name_are_two_junit_suites(checkout
     names = [s.get("name") for s in ET.fromstring(text).iter("testsuite")]
     assert {"model_repository/text_tf", "other_repository/text_tf"} <= set(names)
     assert len(names) == len(set(names))
+
+
+def test_the_project_url_reports_link_to_is_the_one_the_package_declares():
+    tomllib = pytest.importorskip("tomllib")
+    from customops import PROJECT_URL
+    from customops.codes import docs_url
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Homepage"] == PROJECT_URL
+    assert docs_url("CO101") == f"{PROJECT_URL}/blob/main/docs/codes/CO101.md"
+    assert (ROOT / "docs" / "codes" / "CO101.md").is_file()
