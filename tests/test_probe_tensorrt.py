@@ -112,6 +112,21 @@ def test_other_libnvinfer_names_are_stubbed_and_the_logger_works(plugins, cache,
     assert set(found.result.registered) == declared("stubs") and "stubs says hello" in found.result.output
 
 
+@pytest.mark.parametrize("tag", tags_for("needs_missing"))
+def test_a_file_this_machine_lacks_gets_a_placeholder_with_its_versions(plugins, cache, tag):
+    (found,) = probe(cache, plugins / tag / "libneeds_missing.so")
+    assert found.outcome is PluginOutcome.REGISTERED, found.result
+    assert set(found.result.registered) == declared("needs_missing")
+    assert found.result.message == f"loaded with placeholders for {built.MISSING}, which this machine lacks"
+
+
+def test_a_group_loads_against_the_first_major_only(plugins, cache):
+    """One process holds one TensorRT: a library needing another major fails there, as it would."""
+    first, second = probe(cache, plugins / "v11.1" / "libstatic_v1.so", plugins / "v8.6.1" / "libstatic_v1.so")
+    assert first.outcome is PluginOutcome.REGISTERED and set(first.result.registered) == declared("static_v1")
+    assert second.outcome is PluginOutcome.NOT_LOADED and "libnvinfer.so.8" in second.result.message
+
+
 def test_without_a_compiler_the_probe_says_so_in_one_line(plugins, tmp_path, monkeypatch):
     monkeypatch.setattr(tensorrt_standin, "COMPILERS", ("customops-no-such-compiler",))
     (found,) = probe(tmp_path, plugins / "v11.1" / "libstatic_v1.so")
@@ -142,3 +157,27 @@ def test_the_command_lists_the_names_and_the_refusal(plugins, tmp_path):
     (shared,) = declared("duplicate_a") & declared("duplicate_b")
     assert f"registered {shared}\n" in done.stdout
     assert f"registered {shared} [refused: already registered by {a}]" in done.stdout
+
+
+# mmdeploy 1.3.1's TensorRT 8 plugin library: the PLUGIN_NAME (and PLUGIN_VERSION "1") constants of its sources,
+# csrc/mmdeploy/backend_ops/tensorrt/*/*.cpp, all registered with REGISTER_TENSORRT_PLUGIN and no namespace.
+MMDEPLOY_PLUGINS = {"GatherTopk", "GridPriorsTRT", "MMCVDeformConv2d", "MMCVModulatedDeformConv2d",
+                    "MMCVMultiLevelRoiAlign", "MMCVMultiLevelRotatedRoiAlign", "MMCVMultiScaleDeformableAttention",
+                    "MMCVRoiAlign", "ScaledDotProductAttentionTRT", "TRTBatchedNMS", "TRTBatchedRotatedNMS",
+                    "TRTBicubicInterpolate", "TRTInstanceNormalization", "grid_sampler"}
+
+
+def test_a_published_plugin_library_lists_its_plugins(tmp_path):
+    """A real library, downloaded once by pip (skipped without the index): it needs libnvinfer.so.8 and, beside
+    it, libnvinfer_plugin.so.8, cuBLAS, cuDNN and the CUDA runtime, which this machine lacks: placeholders
+    stand in for them."""
+    from fixtures import wheels
+
+    try:
+        (library,) = wheels.extract("mmdeploy", "1.3.1", ("mmdeploy/lib/libmmdeploy_tensorrt_ops.so",)).values()
+    except wheels.Unavailable as exc:
+        pytest.skip(str(exc))
+    (found,) = probe(tmp_path, library)
+    assert found.outcome is PluginOutcome.REGISTERED and found.major == 8, found.result
+    assert set(found.result.registered) == {f"::{name}/1" for name in MMDEPLOY_PLUGINS}
+    assert "placeholders for" in found.result.message and "libnvinfer_plugin.so.8" in found.result.message

@@ -5,9 +5,11 @@ customops never imports this module: customops/probe/tensorrt_standin.py hands i
 (customops/probe/sandbox_child.py's run_script), which calls main(emit, args) in the loader process. It needs
 nothing but the standard library and ctypes and runs on Python 3.8 and later.
 
-args: the stand-in (a libnvinfer.so.N built by customops), then the libraries. The stand-in is opened
-first, RTLD_LOCAL (its stubs must not come before anything else in any lookup), so that a library's own
-DT_NEEDED libnvinfer.so.N is the stand-in (the dynamic linker matches it by its SONAME). Each library is
+args: the stand-in (a libnvinfer.so.N built by customops), the number of placeholders, the placeholders
+(libraries customops built for files the plugin libraries need that this machine lacks), then the
+libraries. The stand-in and the placeholders are opened first, RTLD_LOCAL (their stubs must not come
+before anything else in any lookup), so that a library's own DT_NEEDED libnvinfer.so.N is the stand-in
+(the dynamic linker matches an object it has loaded by its SONAME), and the same for the placeholders. Each library is
 then dlopen()ed (RTLD_NOW | RTLD_LOCAL), which runs its static registrars; when it exports getCreators or
 getPluginCreators, the creators they return are registered as TensorRT's IPluginRegistry::loadLibrary does
 (setLoggerFinder first, when exported). What it emits: VERSION once; for each library REGISTERED (library,
@@ -29,13 +31,16 @@ ENTRY_POINTS = ("getCreators", "getPluginCreators")  # the registry's loadLibrar
 
 def main(emit: Callable[..., None], args: list[str]) -> int:
     """Load every library, stopping at the first failure; the exit status."""
+    placeholders = int(args[1])
     try:
         standin = StandIn(args[0])
+        for placeholder in args[2:2 + placeholders]:
+            ctypes.CDLL(placeholder, mode=LOCAL)
     except OSError as exc:
         emit("UNAVAILABLE", one_line(exc))
         return UNAVAILABLE_EXIT
     emit("VERSION", f"customops' stand-in for libnvinfer.so.{standin.major}")
-    for path in args[1:]:
+    for path in args[2 + placeholders:]:
         first = standin.count()
         try:
             library = ctypes.CDLL(path, mode=LOCAL)

@@ -29,14 +29,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
 from customops import cachedir, cleanup
 from customops.elf.cache import ElfReader
 from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
+from customops.elf.records import ElfInfo
 from customops.errors import ElfError
+from customops.linker.linkmap import LinkMap
+from customops.linker.search import LibrarySearch, LoadFailed
+from customops.linker.target import live_target
+from customops.linker.types import Environment
 from customops.probe import sandbox
 from customops.probe.frameworks import _Reported
 from customops.probe.results import ProbeResult, ProbeStatus
@@ -46,7 +51,8 @@ CHILD = Path(__file__).with_name("child_tensorrt.py").read_text()  # run in the 
 COMPILERS = ("c++", "g++", "clang++")  # the first one on PATH builds the stand-in
 STUBS = "libcustomops_standin_stubs.so"
 NEEDED = re.compile(r"libnvinfer\.so\.(\d+)")
-WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol name an assembler label can carry as is
+WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol or version name the sources can carry as is
+SONAME = re.compile(r"[A-Za-z0-9_.+-]+")  # a file name a placeholder can carry as its SONAME
 REFUSED = " [refused: already registered by "
 OBJECT_LIMIT = 1 << 20  # bytes of zeros a stub object may have
 
@@ -120,17 +126,17 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
                        None)
     if unsupported is not None:
         return _unsupported(paths, majors, unsupported, supported)
-    major = next((m for m in majors if m is not None), supported[-1])
-    with _StandIn(major, _stubs(paths, majors, major, reader), cache_dir) as built:
+    plan = _plan(paths, majors, next((m for m in majors if m is not None), supported[-1]), reader)
+    with _StandIn(plan, cache_dir) as built:
         if isinstance(built.error, str):
             return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
-        run = sandbox.run(python or sys.executable, CHILD, [built.library, *paths], timeout, memory_mb,
-                          (*paths, built.library, built.stubs))
+        arguments = [built.library, str(len(built.placeholders)), *built.placeholders, *paths]
+        run = sandbox.run(python or sys.executable, CHILD, arguments, timeout, memory_mb, (*paths, *built.paths()))
     if run.error is not None:
         return tuple(_unavailable(p, m, f"the probe's sandbox failed: {run.error}")
                      for p, m in zip(paths, majors, strict=True))
     results = _Reported(run, timeout).each(paths)
-    return tuple(_judged(r, m) for r, m in zip(results, majors, strict=True))
+    return tuple(_judged(r, m, plan.note()) for r, m in zip(results, majors, strict=True))
 
 
 def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60,
@@ -139,12 +145,13 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     return tuple(p.result for p in probe_plugins(libraries, python, timeout, memory_mb, cachedir.default_cache_dir()))
 
 
-def _judged(result: ProbeResult, major: int | None) -> PluginProbe:
+def _judged(result: ProbeResult, major: int | None, note: str) -> PluginProbe:
     if result.status is not ProbeStatus.LOADED:
         return PluginProbe(result, PluginOutcome.NOT_LOADED, major)
     if result.registered:
-        return PluginProbe(result, PluginOutcome.REGISTERED, major)
-    return PluginProbe(replace(result, message="loaded, but registered no TensorRT plugin creator"),
+        return PluginProbe(replace(result, message=note), PluginOutcome.REGISTERED, major)
+    nothing = "loaded, but registered no TensorRT plugin creator"
+    return PluginProbe(replace(result, message=f"{nothing} ({note})" if note else nothing),
                        PluginOutcome.REGISTERED_NOTHING, major)
 
 
@@ -162,19 +169,84 @@ def _unsupported(paths: tuple[str, ...], majors: tuple[int | None, ...], culprit
                               PluginOutcome.UNSUPPORTED) for p, m in zip(paths, majors, strict=True))
 
 
-# -- the stubs ---------------------------------------------------------------------------------------------
-def _stubs(paths: tuple[str, ...], majors: tuple[int | None, ...], major: int, reader: ElfReader) -> str:
-    """C++ defining every name the libraries that need libnvinfer.so.`major` leave undefined, that no
-    other file is named for (a versioned reference names its file), as a function returning 0 or zeros."""
-    wanted: dict[str, int] = {}  # name -> bytes of an object, 0 for a function
+# -- what the stand-in holds ---------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    """The stand-in of one group: stubs beside libnvinfer.so.`major` (name -> bytes of an object, 0 for a
+    function), and a placeholder for each file the libraries need that this machine lacks (the Triton
+    container has them: TensorRT's other libraries, CUDA's), defining the versions and versioned names the
+    libraries ask of it (file -> version -> name -> size)."""
+
+    major: int
+    stubs: dict[str, int] = field(default_factory=dict)
+    placeholders: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    def note(self) -> str:
+        """What a library that loaded loaded with, beside the stand-in."""
+        files = ", ".join(sorted(self.placeholders))
+        return f"loaded with placeholders for {files}, which this machine lacks" if files else ""
+
+
+def _plan(paths: tuple[str, ...], majors: tuple[int | None, ...], major: int, reader: ElfReader) -> _Plan:
+    """The stubs (a library's unversioned undefined names, when it needs libnvinfer.so.`major`: a versioned
+    reference names another file) and the placeholders (what a library asks of files it cannot find)."""
+    plan = _Plan(major)
     for path, needs in zip(paths, majors, strict=True):
-        if needs == major:
-            with contextlib.suppress(OSError, ElfError, ValueError):
-                wanted.update(_undefined(path, f"libnvinfer.so.{major}", reader))
-    core = set(re.findall(r"EXPORT \S+\*? (\w+)\(", SOURCE.read_text()))
+        with contextlib.suppress(OSError, ElfError, ValueError):
+            info = reader.read(path)
+            missing = _missing(path, info)
+            for lacking in missing:
+                plan.placeholders.setdefault(lacking, {})
+            for need in info.version_needs:
+                if need.file in missing:
+                    versions = plan.placeholders.setdefault(need.file, {})
+                    for version in need.versions:
+                        if WRITABLE_NAME.fullmatch(version.name):
+                            versions.setdefault(version.name, {})
+            for name, size, owner, version_name in _undefined(info):
+                if owner is None and needs == major:
+                    plan.stubs[name] = size
+                elif owner in missing and version_name in plan.placeholders[owner]:
+                    plan.placeholders[owner][version_name][name] = size
+    return plan
+
+
+def _missing(path: str, info: ElfInfo) -> set[str]:
+    """The files the library needs (DT_NEEDED, but libnvinfer) that ld.so would not find here."""
+    search = LibrarySearch(live_target(), Environment(), sys.executable)
+    search.machine = (info.machine_code, info.elf_class)
+    loader = LinkMap(path, path, info, None, os.path.dirname(path), 0)
+    missing = set()
+    for name in info.needed:
+        with contextlib.suppress(LoadFailed):  # a refused candidate: the load fails in the child, as it would
+            if not NEEDED.fullmatch(name) and SONAME.fullmatch(name) and search.find(name, loader)[1] is None:
+                missing.add(name)
+    return missing
+
+
+def _undefined(info: ElfInfo) -> list[tuple[str, int, str | None, str]]:
+    """The library's undefined global references: (name, bytes of an object or 0, the file and version a
+    versioned reference names, else None and "")."""
+    table = info.symbols
+    slots = info.version_slots
+    st_info, _, _, _, st_size, versym = table.fields
+    found = []
+    undefined = [int(i) for i in table.undefined_mask.nonzero()[0]]
+    for index, raw in zip(undefined, table.names(undefined), strict=True):
+        kind, bind = st_info[index] & 0xF, st_info[index] >> 4
+        slot = slots.get(versym[index] & 0x7FFF) if versym is not None else None
+        name = bytes(raw).decode("ascii", "replace")
+        if bind == STB_GLOBAL and kind in (STT_FUNC, STT_NOTYPE, STT_OBJECT) and WRITABLE_NAME.fullmatch(name):
+            size = min(max(st_size[index], 8), OBJECT_LIMIT) if kind == STT_OBJECT else 0
+            found.append((name, size, slot.filename if slot else None, slot.name if slot else ""))
+    return found
+
+
+def _definitions(names: dict[str, int], skip: frozenset[str] = frozenset()) -> str:
+    """C++ defining each name as a function returning 0, or an object of zeros of its size."""
     lines = ['extern "C" {']
-    for i, (name, size) in enumerate(sorted(wanted.items())):
-        if name in core:
+    for i, (name, size) in enumerate(sorted(names.items())):
+        if name in skip:
             continue
         if size:
             lines.append(f'__attribute__((aligned(16))) char customops_object_{i}[{size}] __asm__("{name}") = {{}};')
@@ -183,87 +255,88 @@ def _stubs(paths: tuple[str, ...], majors: tuple[int | None, ...], major: int, r
     return "\n".join([*lines, "}", ""])
 
 
-def _undefined(path: str, soname: str, reader: ElfReader) -> dict[str, int]:
-    """The library's undefined global references that may be libnvinfer's, with their object sizes."""
-    info = reader.read(path)
-    table = info.symbols
-    slots = info.version_slots
-    st_info, _, _, _, st_size, versym = table.fields
-    found: dict[str, int] = {}
-    undefined = [int(i) for i in table.undefined_mask.nonzero()[0]]
-    for index, raw in zip(undefined, table.names(undefined), strict=True):
-        kind, bind = st_info[index] & 0xF, st_info[index] >> 4
-        slot = slots.get(versym[index] & 0x7FFF) if versym is not None else None
-        if bind != STB_GLOBAL or kind not in (STT_FUNC, STT_NOTYPE, STT_OBJECT) or (
-                slot is not None and slot.filename not in (None, soname)):
-            continue
-        name = bytes(raw).decode("ascii", "replace")
-        if WRITABLE_NAME.fullmatch(name):
-            found[name] = min(max(st_size[index], 8), OBJECT_LIMIT) if kind == STT_OBJECT else 0
-    return found
+def _version_script(versions: dict[str, dict[str, int]]) -> str:
+    return "".join(f"{v} {{ {'global: ' if names else ''}{''.join(f'{n}; ' for n in sorted(names))}}};\n"
+                   for v, names in sorted(versions.items()))
 
 
 # -- building ------------------------------------------------------------------------------------------------
 class _StandIn:
-    """The stand-in's two files for one major and set of stubs: from the cache, or built (into the cache, or
-    into a temporary directory removed on exit when the cache cannot be used). `error`: why there is none."""
+    """The stand-in's files for one plan: from the cache, or built (into the cache, or into a temporary
+    directory removed on exit when the cache cannot be used). `error`: why there are none."""
 
-    def __init__(self, major: int, stubs: str, cache_dir: Path | str | None) -> None:
-        self.major, self.stubs_source, self.cache_dir = major, stubs, cache_dir
-        self.library = self.stubs = ""
+    def __init__(self, plan: _Plan, cache_dir: Path | str | None) -> None:
+        source = SOURCE.read_text()
+        core = frozenset(re.findall(r"EXPORT \S+\*? (\w+)\(", source))
+        self.sources = {"standin.cpp": source, "stubs.cpp": _definitions(plan.stubs, core)}
+        self.sonames = {}
+        for i, (file, versions) in enumerate(sorted(plan.placeholders.items())):
+            self.sources[f"placeholder-{i}.cpp"] = _definitions({n: s for v in versions.values() for n, s in v.items()})
+            self.sources[f"placeholder-{i}.map"] = _version_script(versions)
+            self.sonames[f"placeholder-{i}.so"] = file
+        self.major, self.cache_dir = plan.major, cache_dir
+        self.files = (f"libnvinfer.so.{plan.major}", STUBS, *self.sonames)
+        self.directory = ""
         self.error: str | None = None
         self.temporary: str | None = None
 
-    def __enter__(self) -> _StandIn:
-        source = SOURCE.read_text()
-        key = hashlib.sha256("\0".join((source, str(self.major), self.stubs_source)).encode()).hexdigest()
-        names = ("tensorrt-standin", key[:32])
-        root = cachedir.trusted_root(self.cache_dir)
-        files = (f"libnvinfer.so.{self.major}", STUBS)
-        if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in files):
-            self._use(str(root.joinpath(*names)))
-            return self
-        self.temporary = tempfile.mkdtemp(prefix="customops-tensorrt-")
-        cleanup.register(self.temporary)
-        self.error = _build(source, self.major, self.stubs_source, self.temporary)
-        if self.error is None and root is not None:
-            for name in files:
-                cachedir.write_entry(root, (*names, name), Path(self.temporary, name).read_bytes())
-        self._use(self.temporary)
-        return self
+    @property
+    def library(self) -> str:
+        return os.path.join(self.directory, self.files[0])
 
-    def _use(self, directory: str) -> None:
-        self.library = os.path.join(directory, f"libnvinfer.so.{self.major}")
-        self.stubs = os.path.join(directory, STUBS)
+    @property
+    def placeholders(self) -> list[str]:
+        return [os.path.join(self.directory, name) for name in self.sonames]
+
+    def paths(self) -> tuple[str, ...]:
+        return tuple(os.path.join(self.directory, name) for name in self.files)
+
+    def __enter__(self) -> _StandIn:
+        text = "\0".join(f"{name}\0{text}" for name, text in sorted(self.sources.items()))
+        names = ("tensorrt-standin", hashlib.sha256(f"{self.major}\0{text}".encode()).hexdigest()[:32])
+        root = cachedir.trusted_root(self.cache_dir)
+        if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in self.files):
+            self.directory = str(root.joinpath(*names))
+            return self
+        self.directory = self.temporary = tempfile.mkdtemp(prefix="customops-tensorrt-")
+        cleanup.register(self.temporary)
+        self.error = self._build()
+        if self.error is None and root is not None:
+            for name in self.files:
+                cachedir.write_entry(root, (*names, name), Path(self.temporary, name).read_bytes())
+        return self
 
     def __exit__(self, *_: object) -> None:
         if self.temporary is not None:
             cleanup.remove(self.temporary)
 
+    def _build(self) -> str | None:
+        """Compile the stubs, libnvinfer.so.N needing them (found beside it), the placeholders; None, or why not."""
+        cxx = compiler()
+        if cxx is None:
+            return f"no C++ compiler ({', '.join(COMPILERS)}) on PATH to build customops' TensorRT stand-in"
+        for name, text in self.sources.items():
+            Path(self.directory, name).write_text(text)
+        common = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
+        steps = [[*common, "stubs.cpp", f"-Wl,-soname,{STUBS}", "-o", STUBS],
+                 [*common, "-fvisibility=hidden", f"-DCUSTOMOPS_MAJOR={self.major}", "standin.cpp",
+                  f"-Wl,-soname,{self.files[0]}", "-Wl,--no-as-needed", f"-l:{STUBS}", "-L.", "-Wl,-rpath,$ORIGIN",
+                  "-o", self.files[0]]]
+        for name, soname in self.sonames.items():
+            script = name.replace(".so", ".map")
+            steps.append([*common, name.replace(".so", ".cpp"), f"-Wl,-soname,{soname}", "-o", name,
+                          *([f"-Wl,--version-script={script}"] if self.sources[script] else [])])
+        for command in steps:
+            try:
+                done = subprocess.run(command, cwd=self.directory, capture_output=True, text=True, timeout=300)
+            except (OSError, subprocess.SubprocessError) as exc:
+                return f"building customops' TensorRT stand-in failed: {exc}"
+            if done.returncode != 0:
+                last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
+                return f"building customops' TensorRT stand-in with {cxx} failed: {last.strip()}"
+        return None
+
 
 def compiler() -> str | None:
     """The machine's C++ compiler, the first of COMPILERS on PATH."""
     return next((found for name in COMPILERS if (found := shutil.which(name))), None)
-
-
-def _build(source: str, major: int, stubs: str, directory: str) -> str | None:
-    """Compile the stubs library, then libnvinfer.so.`major` needing it (found beside it); None, or why not."""
-    cxx = compiler()
-    if cxx is None:
-        return f"no C++ compiler ({', '.join(COMPILERS)}) on PATH to build customops' TensorRT stand-in"
-    Path(directory, "standin.cpp").write_text(source)
-    Path(directory, "stubs.cpp").write_text(stubs)
-    common = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
-    steps = ([*common, "stubs.cpp", f"-Wl,-soname,{STUBS}", "-o", STUBS],
-             [*common, "-fvisibility=hidden", f"-DCUSTOMOPS_MAJOR={major}", "standin.cpp",
-              f"-Wl,-soname,libnvinfer.so.{major}", "-Wl,--no-as-needed", f"-l:{STUBS}", "-L.",
-              "-Wl,-rpath,$ORIGIN", "-o", f"libnvinfer.so.{major}"])
-    for command in steps:
-        try:
-            done = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"building customops' TensorRT stand-in failed: {exc}"
-        if done.returncode != 0:
-            last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
-            return f"building customops' TensorRT stand-in with {cxx} failed: {last.strip()}"
-    return None
