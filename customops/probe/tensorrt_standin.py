@@ -8,11 +8,15 @@ cannot be installed everywhere customops runs, so the probe loads each library, 
 for libnvinfer.so.N compiled from customops/data/tensorrt_standin/standin.cpp: N is the major the library
 itself needs (its DT_NEEDED), because a stand-in of another layout records nothing, silently.
 
-The stand-in is two files: libnvinfer.so.N (the registry, the logger, the entry points) and a library of
-stubs it needs, one per other name the plugin libraries leave undefined, so that the load succeeds as it
-would against the real library. The stubs come after every library a plugin needs itself in its lookup
-scope, so they only ever stand in for names nothing else defines. Both are built with the machine's C++
-compiler into customops' cache, keyed by the source, the major and the stubs.
+The stand-in is libnvinfer.so.N (the registry, the logger, the entry points) and a library of stubs it
+needs, one per other name the plugin libraries leave undefined, so that the load succeeds as it would
+against the real library. The stubs come after every library a plugin needs itself in its lookup scope,
+so they only ever stand in for names nothing else defines. Files a plugin library needs that this machine
+lacks (TensorRT's other libraries, CUDA's; the Triton container has them) get placeholders: libraries of
+that SONAME with the symbol versions and versioned names the plugin asks of them, opened before it. Every
+stub returns 0 (or is zeros): a static initializer that needs real work from one may crash, which is
+reported as a crash. All is built with the machine's C++ compiler into customops' cache, keyed by what
+the files are built from.
 
 Names are reported as "namespace::name/version" (the namespace may be empty: "::GridAnchor_TRT/1", as
 TensorRT's own log writes it); a registration the registry refused ends in
