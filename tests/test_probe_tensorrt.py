@@ -134,6 +134,12 @@ def test_without_a_compiler_the_probe_says_so_in_one_line(plugins, tmp_path, mon
     assert found.result.message.startswith("no C++ compiler") and "\n" not in found.result.message
 
 
+def test_without_its_source_the_probe_says_so_in_one_line(plugins, tmp_path, monkeypatch):
+    monkeypatch.setattr(tensorrt_standin, "SOURCE", tmp_path / "standin.cpp")
+    (found,) = probe(tmp_path, plugins / "v11.1" / "libstatic_v1.so")
+    assert found.outcome is PluginOutcome.UNAVAILABLE and found.result.message.endswith("standin.cpp is missing")
+
+
 def test_the_stand_in_is_built_once_then_taken_from_the_cache(plugins, tmp_path, monkeypatch):
     library = plugins / "v10.7.0" / "libstatic_v1.so"
     assert probe(tmp_path, library)[0].outcome is PluginOutcome.REGISTERED

@@ -123,6 +123,8 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
     need, and report on each: what it registered (the names, in PluginProbe.result.registered) and how.
     `cache_dir`: where the built stand-in is kept (default: customops' cache directory)."""
     paths = tuple(os.path.abspath(lib) for lib in libraries)
+    if not SOURCE.is_file():  # an installation without its package data
+        return tuple(_unavailable(p, None, f"customops' TensorRT stand-in source {SOURCE} is missing") for p in paths)
     reader = ElfReader(use_cache=False)
     majors = tuple(needed_major(p, reader) for p in paths)
     supported = supported_majors()
