@@ -231,6 +231,18 @@ _TABLE = (
          "The same failure at model load in the server (or a crash of the whole server for an abort).",
          "Fix what the message names; if the probing interpreter is not the container's framework (CO507), "
          "probe with one that is (--probe-python)."),
+    Code("CO410", W, "a TensorRT plugin library's registrations could not be seen",
+         "With --probe: a TensorRT plugin library, loaded in an isolated child process against customops' "
+         "recording stand-in for the libnvinfer.so.N it needs (there is no TensorRT to load it with), "
+         "registered no plugin creator, crashed or failed while loading there, or needs a libnvinfer major "
+         "the stand-in has no layout for. Its plugin names, and so its collisions, are unknown.",
+         "A library that registers nothing when loaded gives engines no plugins (deserialization fails with "
+         "\"getPluginCreator could not find plugin\"), unless it registers only when called (an "
+         "initLibNvInferPlugins-style function); one the stand-in cannot load may need real work from "
+         "TensorRT or CUDA while loading, which only the container can show.",
+         "Make the library register its creators when it is loaded (REGISTER_TENSORRT_PLUGIN, or the "
+         "getCreators/getPluginCreators entry points); confirm in the container with trtexec loading the "
+         "library (its plugin options) and its verbose log; or suppress this code for the library."),
     Code("CO501", E, "TensorRT major version mismatch",
          "A TensorRT plugin library needs libnvinfer.so.N of another major version than the container's.",
          "`libnvinfer.so.8: cannot open shared object file` or undefined TensorRT symbols.",

@@ -95,7 +95,10 @@ def test_sarif_locations_are_relative_to_the_checkout(three_places):
     uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for r in json.loads(out.stdout)["runs"][0]["results"] if "locations" in r]
     assert uris and all(not u.startswith("/") for u in uris)
-    assert "detector_ort/ops/libort_noentry.so" in uris and "tokenizer_ort/config.pbtxt" in uris
+    assert "detector_ort/config.pbtxt" in uris and "tokenizer_ort/config.pbtxt" in uris
+    related = [r["relatedLocations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+               for r in json.loads(out.stdout)["runs"][0]["results"] if "relatedLocations" in r]
+    assert "detector_ort/ops/libort_noentry.so" in related
 
 
 def test_launch_dry_run_maps_the_repository_through_a_mount(three_places):

@@ -96,9 +96,10 @@ def test_a_library_that_registers_nothing_is_not_a_pass(plugins, cache, tag):
 def test_a_major_without_a_layout_is_unsupported(plugins, cache, file, tag, major):
     assert major not in tensorrt_standin.supported_majors()
     found, other = probe(cache, plugins / file, plugins / "v8.6.1" / "libstatic_v1.so")
-    assert found.outcome is PluginOutcome.UNSUPPORTED and found.result.status is ProbeStatus.UNAVAILABLE
+    assert found.outcome is PluginOutcome.UNSUPPORTED and found.result.status is ProbeStatus.FAILED
     assert f"needs libnvinfer.so.{major}" in found.result.message and found.major == major
     assert other.outcome is PluginOutcome.UNSUPPORTED and str(plugins / file) in other.result.message
+    assert other.result.status is ProbeStatus.NOT_LOADED
 
 
 def test_the_layouts_are_the_majors_of_the_header_releases():

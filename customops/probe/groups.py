@@ -1,7 +1,8 @@
 """What the real frameworks do with the plan's op libraries (`check --probe`).
 
-The libraries one registry will hold are probed as a group: every Torch op library and every TensorFlow op
-library of the server process (one registry each), and each ONNX model's op libraries (one session). Each
+The libraries one registry will hold are probed as a group: every Torch op library, every TensorFlow op
+library and every TensorRT plugin library of the server process (one registry each), and each ONNX model's
+op libraries (one session). Each
 library is probed alone, for the names it registers, and the group together, in load order, for what the
 framework does when they meet. All loading happens in isolated child processes (customops.probe.frameworks); results
 are cached by the files' identities and the interpreter's.
@@ -19,7 +20,8 @@ from customops.probe.results import FAILURES, PROBE_RESULT_SHAPE, ProbeResult, P
 from customops.triton.plan import LoadPlan, LoadStep
 
 TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
-FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
+FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime",
+                       "tensorrt": "tensorrt"}
 CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
 
 
@@ -33,7 +35,7 @@ class ProbeSettings:
 
 @dataclass(frozen=True)
 class ProbedGroup:
-    framework: str  # torch | tensorflow | onnxruntime
+    framework: str  # torch | tensorflow | onnxruntime | tensorrt (a recording stand-in for libnvinfer)
     model: str | None  # the ONNX model whose session the libraries share
     steps: tuple[LoadStep, ...]
     runtime: str | None  # the C-API library that loaded them (libonnxruntime.so, libtensorflow_cc.so.2), if one did
@@ -64,7 +66,7 @@ class ProbedGroup:
 
 def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]:
     """(framework, model, steps in load order) for every registry the plan's op libraries meet in."""
-    process: dict[str, list[LoadStep]] = {"torch": [], "tensorflow": []}
+    process: dict[str, list[LoadStep]] = {"torch": [], "tensorflow": [], "tensorrt": []}
     sessions: dict[str, list[LoadStep]] = {}
     for step in (*plan.preloads, *plan.dlopens):
         framework = FRAMEWORK_OF_LOADER.get(step.loader)
@@ -87,6 +89,9 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     for framework, model, steps in groups(plan):
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
         sources = tuple(s.source for s in steps)
+        if framework == "tensorrt":
+            probed.append(_tensorrt_group(steps, settings))
+            continue
         group, passed_over = None, ""
         for runtime in runtimes(plan, settings, framework):
             # What the answer depends on: the op libraries, and the framework (its C-API library or package).
@@ -105,6 +110,17 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
                                                    for f in failed))
         probed.append(group)
     return probed
+
+
+def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings) -> ProbedGroup:
+    """TensorRT's plugin libraries, each alone and all in load order, against customops' recording stand-in for
+    the libnvinfer they need (customops.probe.tensorrt_standin): there is no TensorRT to probe with here."""
+    from customops.probe.tensorrt_standin import SOURCE
+
+    sources = tuple(s.source for s in steps)
+    alone = tuple(cached_results(settings, "tensorrt", None, str(SOURCE), (source,))[0] for source in sources)
+    together = cached_results(settings, "tensorrt", None, str(SOURCE), sources) if len(sources) > 1 else alone
+    return ProbedGroup("tensorrt", None, steps, None, alone, together)
 
 
 def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[str | None]:
@@ -163,8 +179,15 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
     hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
     if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in sources]:
         return tuple(ProbeResult.from_json(r) for r in hit)
-    results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
-    if key is not None and all(r.status is not ProbeStatus.TIMED_OUT for r in results):
+    if framework == "tensorrt":  # the stand-in is built into the check's cache directory, or none
+        from customops.probe.tensorrt_standin import probe_plugins
+
+        results = tuple(p.result for p in probe_plugins(sources, settings.python, settings.timeout,
+                                                        cache_dir=settings.cache_dir,
+                                                        use_cache=settings.cache_dir is not None))
+    else:
+        results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
+    if key is not None and all(r.status not in (ProbeStatus.TIMED_OUT, ProbeStatus.UNAVAILABLE) for r in results):
         cachedir.store_result(settings.cache_dir, "probes", key, [{**r.to_json(), "output": r.output[-4000:]}
                                                                   for r in results])
     return results

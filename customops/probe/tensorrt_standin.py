@@ -118,10 +118,11 @@ def needed_major(path: str, reader: ElfReader) -> int | None:
 
 
 def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
-                  cache_dir: Path | str | None = None) -> tuple[PluginProbe, ...]:
+                  cache_dir: Path | str | None = None, use_cache: bool = True) -> tuple[PluginProbe, ...]:
     """Load `libraries` in order into one isolated process against the stand-in of the libnvinfer major they
     need, and report on each: what it registered (the names, in PluginProbe.result.registered) and how.
-    `cache_dir`: where the built stand-in is kept (default: customops' cache directory)."""
+    `cache_dir`: where the built stand-in is kept (default: customops' cache directory; none without
+    `use_cache`, as check --no-cache)."""
     paths = tuple(os.path.abspath(lib) for lib in libraries)
     if not SOURCE.is_file():  # an installation without its package data
         return tuple(_unavailable(p, None, f"customops' TensorRT stand-in source {SOURCE} is missing") for p in paths)
@@ -133,7 +134,7 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
     if unsupported is not None:
         return _unsupported(paths, majors, unsupported, supported)
     plan = _plan(paths, majors, next((m for m in majors if m is not None), supported[-1]), reader)
-    with _StandIn(plan, cache_dir) as built:
+    with _StandIn(plan, cache_dir, use_cache) as built:
         if isinstance(built.error, str):
             return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
         arguments = [built.library, str(len(built.placeholders)), *built.placeholders, *paths]
@@ -161,18 +162,20 @@ def _judged(result: ProbeResult, major: int | None, note: str) -> PluginProbe:
                        PluginOutcome.REGISTERED_NOTHING, major)
 
 
-def _unavailable(path: str, major: int | None, message: str,
-                 outcome: PluginOutcome = PluginOutcome.UNAVAILABLE) -> PluginProbe:
-    return PluginProbe(ProbeResult(path, ProbeStatus.UNAVAILABLE, message, None, "", ()), outcome, major)
+def _unavailable(path: str, major: int | None, message: str) -> PluginProbe:
+    return PluginProbe(ProbeResult(path, ProbeStatus.UNAVAILABLE, message, None, "", ()), PluginOutcome.UNAVAILABLE,
+                       major)
 
 
 def _unsupported(paths: tuple[str, ...], majors: tuple[int | None, ...], culprit: tuple[str, int],
                  supported: tuple[int, ...]) -> tuple[PluginProbe, ...]:
-    """Every library of the group, unprobed: one needs a major whose layout the stand-in does not have."""
+    """Every library of the group, unprobed: one needs a major whose layout the stand-in does not have. Not
+    UNAVAILABLE (the probe could not run at all): the culprit FAILED to be probed, the rest were NOT_LOADED."""
     known = ", ".join(str(m) for m in supported)
     why = f"needs libnvinfer.so.{culprit[1]}, and customops' TensorRT stand-in has layouts for majors {known} only"
-    return tuple(_unavailable(p, m, why if p == culprit[0] else f"not probed: {culprit[0]} {why}",
-                              PluginOutcome.UNSUPPORTED) for p, m in zip(paths, majors, strict=True))
+    return tuple(PluginProbe(ProbeResult(p, ProbeStatus.FAILED, why, None, "", ()) if p == culprit[0] else
+                             ProbeResult(p, ProbeStatus.NOT_LOADED, f"not probed: {culprit[0]} {why}", None, "", ()),
+                             PluginOutcome.UNSUPPORTED, m) for p, m in zip(paths, majors, strict=True))
 
 
 # -- what the stand-in holds ---------------------------------------------------------------------------------
@@ -271,7 +274,7 @@ class _StandIn:
     """The stand-in's files for one plan: from the cache, or built (into the cache, or into a temporary
     directory removed on exit when the cache cannot be used). `error`: why there are none."""
 
-    def __init__(self, plan: _Plan, cache_dir: Path | str | None) -> None:
+    def __init__(self, plan: _Plan, cache_dir: Path | str | None, use_cache: bool = True) -> None:
         source = SOURCE.read_text()
         core = frozenset(re.findall(r"EXPORT \S+\*? (\w+)\(", source))
         self.sources = {"standin.cpp": source, "stubs.cpp": _definitions(plan.stubs, core)}
@@ -280,7 +283,7 @@ class _StandIn:
             self.sources[f"placeholder-{i}.cpp"] = _definitions({n: s for v in versions.values() for n, s in v.items()})
             self.sources[f"placeholder-{i}.map"] = _version_script(versions)
             self.sonames[f"placeholder-{i}.so"] = file
-        self.major, self.cache_dir = plan.major, cache_dir
+        self.major, self.cache_dir, self.use_cache = plan.major, cache_dir, use_cache
         self.files = (f"libnvinfer.so.{plan.major}", STUBS, *self.sonames)
         self.directory = ""
         self.error: str | None = None
@@ -300,7 +303,7 @@ class _StandIn:
     def __enter__(self) -> _StandIn:
         text = "\0".join(f"{name}\0{text}" for name, text in sorted(self.sources.items()))
         names = ("tensorrt-standin", hashlib.sha256(f"{self.major}\0{text}".encode()).hexdigest()[:32])
-        root = cachedir.trusted_root(self.cache_dir)
+        root = cachedir.trusted_root(self.cache_dir) if self.use_cache else None
         if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in self.files):
             self.directory = str(root.joinpath(*names))
             return self

@@ -27,6 +27,7 @@ from customops.inspect.onnxmodel import model_ops
 from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
 from customops.probe.results import FAILURES, ProbeStatus
+from customops.rules import probed_tensorrt
 from customops.rules.context import Probes, RuleContext
 from customops.rules.registrations import duplicate_registration, unregistered_ops
 from customops.triton.plan import Context
@@ -43,10 +44,15 @@ def check(ctx: RuleContext) -> list[Finding]:
     observed: list[Finding] = []
     if isinstance(probes.tensorflow, TensorflowRegistry):
         observed += _unregistered_tensorflow(probes.tensorflow, ctx.models)
+    frameworks = [g for g in probes.groups if g.framework != "tensorrt"]  # TensorRT: a stand-in, not a framework
     for group in probes.groups:
-        if not group.unavailable:
+        if group.unavailable:
+            continue
+        if group.framework == "tensorrt":
+            observed += probed_tensorrt.check(group)
+        else:
             observed += _failures(group, _other_version(group, ctx.triton)) + _shadowed(group)
-    return observed + _versions(list(probes.groups), ctx.triton) + _unregistered(list(probes.groups), ctx.models)
+    return observed + _versions(frameworks, ctx.triton) + _unregistered(frameworks, ctx.models)
 
 
 def notes(probes: Probes) -> list[str]:
@@ -59,6 +65,11 @@ def notes(probes: Probes) -> list[str]:
     for group in probes.groups:
         if why := group.unavailable:
             found.append(f"not probed: {why}")
+            continue
+        if group.framework == "tensorrt":
+            found.append(f"probed {len(group.steps)} TensorRT plugin librar{'y' if len(group.steps) == 1 else 'ies'} "
+                         f"against {group.version or 'customops stand-in for libnvinfer'} (a recording registry; "
+                         "TensorRT itself is not loaded)")
             continue
         where = f" for model '{group.model}'" if group.model else ""
         found.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
