@@ -14,8 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_probe_tensorrt import declared
 
+from customops.linker.target import target_for_root
 from customops.probe import tensorrt_standin
+from customops.probe.groups import ProbedGroup, ProbeSettings, probe_plan
+from customops.rules import probed_tensorrt
+from customops.triton.plan import LoadPlan, LoadStep
 from fixtures import tensorrt as built
 
 pytestmark = [
@@ -90,3 +95,64 @@ def test_a_plugin_library_of_a_major_without_a_layout_is_CO410(tree, tmp_path):
     report = check(repo, tree / "container", tmp_path)
     (unseen,) = of(report, "CO410")
     assert "needs libnvinfer.so.12" in unseen["message"]
+
+
+# -- TensorRT's built-in plugins: the container's libnvinfer_plugin.so.N, initialized after the plugin libraries
+BUILTIN_DIRECTORY = "/usr/lib/x86_64-linux-gnu"  # a directory of the fixture container's default search
+
+
+def with_builtin(container: Path, plugins: Path) -> str:
+    """The fixture libnvinfer_plugin.so.10 put into the (copied) container; its path there."""
+    name = built.BUILTIN.format(major=10)
+    shutil.copy(plugins / "libbuiltin.so", container / BUILTIN_DIRECTORY.lstrip("/") / name)
+    return f"{BUILTIN_DIRECTORY}/{name}"
+
+
+def test_a_plugin_library_registering_a_built_in_name_wins_over_tensorrts_own(plugins, container, tmp_path):
+    builtin = with_builtin(container, plugins)
+    (shared,) = declared("builtin") & declared("shadow_builtin")
+    report = check(repository(tmp_path, plugins, "libshadow_builtin.so"), container, tmp_path)
+    (shadowing,) = of(report, "CO406")
+    assert shadowing["library"] == "/models/seg/plugins/libshadow_builtin.so" and shadowing["symbol"] == shared
+    assert f"TensorRT's built-in plugin creator(s) of {builtin} ({shared})" in shadowing["message"]
+    assert "initLibNvInferPlugins) after loading the plugin libraries" in shadowing["message"]
+    namespace, _, rest = shared.partition("::")
+    name, version = rest.split("/")
+    assert shadowing["predicted"] == f"Plugin creator already registered - {namespace}::{name} version {version}"
+    assert not of(report, "CO410")
+
+
+def test_a_plugin_library_with_names_of_its_own_shadows_no_built_in(plugins, container, tmp_path):
+    with_builtin(container, plugins)
+    assert declared("static_v1") and not declared("static_v1") & declared("builtin")
+    report = check(repository(tmp_path, plugins, "libstatic_v1.so"), container, tmp_path)
+    assert not of(report, "CO406") and not of(report, "CO410")
+
+
+def probed_group(plugins: Path, root: Path, tmp_path: Path, *libraries: str) -> ProbedGroup:
+    """The TensorRT group of a plan that loads `libraries` from the TensorRT backend of the container at `root`."""
+    backend = "/opt/tritonserver/backends/tensorrt/libtriton_tensorrt.so"
+    steps = [LoadStep(backend, str(root / backend.lstrip("/")), "backend", "backend library")]
+    steps += [LoadStep(f"/models/{name}", str(plugins / name), "tensorrt", "plugin library") for name in libraries]
+    settings = ProbeSettings(sys.executable, None, cache_dir=tmp_path / "cache", target=target_for_root(str(root)))
+    (group,) = probe_plan(LoadPlan((), tuple(steps), (), ()), settings)
+    return group
+
+
+def test_the_built_in_names_are_read_from_the_containers_own_library(plugins, container, tmp_path):
+    builtin = with_builtin(container, plugins)
+    group = probed_group(plugins, container, tmp_path, "libshadow_builtin.so")
+    assert group.builtin is not None and group.builtin.path == builtin and group.builtin.result is not None
+    names = {r.partition(" [refused")[0] for r in group.builtin.result.registered}
+    assert names == declared("builtin")
+    assert probed_tensorrt.notes(group) == [
+        f"probed TensorRT's built-in plugins: {builtin}'s initLibNvInferPlugins registered {len(names)} plugin "
+        "creator(s) after the plugin libraries, 1 of them refused"]
+
+
+def test_a_container_without_libnvinfer_plugin_probes_no_built_in(plugins, tree, tmp_path):
+    group = probed_group(plugins, tree / "container", tmp_path, "libstatic_v1.so")
+    assert group.builtin is not None and group.builtin.result is None
+    assert probed_tensorrt.check(group) == []
+    (note,) = probed_tensorrt.notes(group)
+    assert note.startswith("not probed: TensorRT's built-in plugins (the container has no libnvinfer_plugin.so.10")

@@ -188,3 +188,25 @@ def test_a_published_plugin_library_lists_its_plugins(tmp_path):
     assert found.outcome is PluginOutcome.REGISTERED and found.major == 8, found.result
     assert set(found.result.registered) == {f"::{name}/1" for name in MMDEPLOY_PLUGINS}
     assert "placeholders for" in found.result.message and "libnvinfer_plugin.so.8" in found.result.message
+
+
+@pytest.mark.parametrize("tag", tags_for("builtin"))
+def test_the_built_in_plugins_come_after_the_libraries_and_lose_the_names_they_took(plugins, cache, tag):
+    """TensorRT's own plugin library, initialized last as Triton's TensorRT backend does: a built-in whose name a
+    library registered first is refused, the others are registered."""
+    shadow, builtin = plugins / tag / "libshadow_builtin.so", plugins / tag / "libbuiltin.so"
+    user, own = probe_plugins((str(shadow),), cache_dir=cache, builtin=str(builtin))
+    shared = declared("builtin") & declared("shadow_builtin")
+    assert len(shared) == 1 and set(user.result.registered) == declared("shadow_builtin")
+    assert own.outcome is PluginOutcome.REGISTERED and own.result.library == str(builtin)
+    assert {f"{r.namespace}::{r.name}/{r.version}" for r in own.registrations} == declared("builtin")
+    assert {f"{r.namespace}::{r.name}/{r.version}": r.refused_by for r in own.registrations if r.refused_by} == {
+        name: str(shadow) for name in shared}
+    assert "builtin initialized" in own.result.output  # the stand-in's logger was handed to initLibNvInferPlugins
+
+
+def test_a_built_in_library_without_initLibNvInferPlugins_says_so(plugins, cache):
+    user, own = probe_plugins((str(plugins / "v10.7.0" / "libstatic_v1.so"),), cache_dir=cache,
+                              builtin=str(plugins / "v10.7.0" / "libnothing.so"))
+    assert set(user.result.registered) == declared("static_v1")
+    assert own.result.status is ProbeStatus.FAILED and "does not export initLibNvInferPlugins" in own.result.message

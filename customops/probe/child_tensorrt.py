@@ -6,16 +6,20 @@ customops never imports this module: customops/probe/tensorrt_standin.py hands i
 nothing but the standard library and ctypes and runs on Python 3.8 and later.
 
 args: the stand-in (a libnvinfer.so.N built by customops), the number of placeholders, the placeholders
-(libraries customops built for files the plugin libraries need that this machine lacks), then the
-libraries. The stand-in and the placeholders are opened first, RTLD_LOCAL (their stubs must not come
-before anything else in any lookup), so that a library's own DT_NEEDED libnvinfer.so.N is the stand-in
-(the dynamic linker matches an object it has loaded by its SONAME), and the same for the placeholders. Each library is
-then dlopen()ed (RTLD_NOW | RTLD_LOCAL), which runs its static registrars; when it exports getCreators or
+(libraries customops built for files the plugin libraries need that this machine lacks), TensorRT's own
+plugin library (a container's libnvinfer_plugin.so.N, or "" for none), then the libraries. The stand-in
+and the placeholders are opened first, RTLD_LOCAL (their stubs must not come before anything else in any
+lookup), so that a library's own DT_NEEDED libnvinfer.so.N is the stand-in (the dynamic linker matches an
+object it has loaded by its SONAME), and the same for the placeholders. Each library is then dlopen()ed
+(RTLD_NOW | RTLD_LOCAL), which runs its static registrars; when it exports getCreators or
 getPluginCreators, the creators they return are registered as TensorRT's IPluginRegistry::loadLibrary does
 (setLoggerFinder first, when exported). What it emits: VERSION once; for each library REGISTERED (library,
 "namespace::name/version", with " [refused: already registered by LIBRARY]" when the registry refused it)
 for every attempt, then LOADED (library); or FAILED (message) for the first library that could not be
 loaded, and nothing after it; or UNAVAILABLE (message) when the stand-in cannot be opened (exit status 3).
+After the libraries, TensorRT's own plugin library is opened and its initLibNvInferPlugins(logger, "") called
+with the stand-in's logger, as Triton's TensorRT backend does once the plugins= libraries are loaded, and
+reported as one more library: its built-in creators, refused where a library registered one first.
 """
 
 from __future__ import annotations
@@ -40,11 +44,13 @@ def main(emit: Callable[..., None], args: list[str]) -> int:
         emit("UNAVAILABLE", one_line(exc))
         return UNAVAILABLE_EXIT
     emit("VERSION", f"customops' stand-in for libnvinfer.so.{standin.major}")
-    for path in args[2 + placeholders:]:
+    libraries = [(path, standin.load_entry_points) for path in args[3 + placeholders:]]
+    if args[2 + placeholders]:
+        libraries.append((args[2 + placeholders], standin.init_builtin))
+    for path, register in libraries:
         first = standin.count()
         try:
-            library = ctypes.CDLL(path, mode=LOCAL)
-            standin.load_entry_points(library)
+            register(ctypes.CDLL(path, mode=LOCAL))
         except Exception as exc:
             emit("FAILED", one_line(exc))
             return FAILED_EXIT
@@ -108,3 +114,12 @@ class StandIn:
             creators = function(ctypes.byref(number))
             self.lib.customops_standin_register(creators, number.value)
             return
+
+    def init_builtin(self, library: ctypes.CDLL) -> None:
+        """TensorRT's own plugin library registers its built-in creators when initLibNvInferPlugins is called."""
+        init = getattr(library, "initLibNvInferPlugins", None)
+        if init is None:
+            raise OSError("it does not export initLibNvInferPlugins")
+        self.lib.getLogger.restype = ctypes.c_void_p
+        init.argtypes, init.restype = (ctypes.c_void_p, ctypes.c_char_p), ctypes.c_bool
+        init(self.lib.getLogger(), b"")

@@ -13,11 +13,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from customops import cachedir
 from customops.probe.frameworks import onnxruntime_library, package_file, probe_group, tensorflow_ops
 from customops.probe.results import FAILURES, PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
 from customops.triton.plan import LoadPlan, LoadStep
+
+if TYPE_CHECKING:
+    from customops.linker.target import LinkerTarget
 
 TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
 FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime",
@@ -31,6 +35,16 @@ class ProbeSettings:
     onnxruntime_library: str | None  # None: the one in `python`'s onnxruntime package
     timeout: float = 120
     cache_dir: Path | None = None  # None: no caching
+    target: LinkerTarget | None = None  # the container's files, where TensorRT's own plugin library is found
+
+
+@dataclass(frozen=True)
+class BuiltinPlugins:
+    """TensorRT's own plugin library of the container (libnvinfer_plugin.so.N), probed after the TensorRT
+    group's libraries, in their process, as the server initializes it; or why it was not probed."""
+    path: str  # its target path ("" when not probed)
+    result: ProbeResult | None  # what its initLibNvInferPlugins registered (None when not probed)
+    not_probed: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,7 @@ class ProbedGroup:
     # torch: the container's own libtorch (without Python) on each library that failed alone with the probe's
     container: tuple[ProbeResult, ...] = ()
     passed_over: str = ""  # why the container's own framework library did not probe them, where it was tried
+    builtin: BuiltinPlugins | None = None  # tensorrt: the container's built-in plugins
 
     def in_container(self, source: str) -> ProbeResult | None:
         """What the container's own framework did with the library, where that was probed besides."""
@@ -90,7 +105,7 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
         sources = tuple(s.source for s in steps)
         if framework == "tensorrt":
-            probed.append(_tensorrt_group(steps, settings))
+            probed.append(_tensorrt_group(steps, settings, plan))
             continue
         group, passed_over = None, ""
         for runtime in runtimes(plan, settings, framework):
@@ -112,15 +127,56 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     return probed
 
 
-def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings) -> ProbedGroup:
+def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings, plan: LoadPlan) -> ProbedGroup:
     """TensorRT's plugin libraries, each alone and all in load order, against customops' recording stand-in for
-    the libnvinfer they need (customops.probe.tensorrt_standin): there is no TensorRT to probe with here."""
+    the libnvinfer they need (customops.probe.tensorrt_standin): there is no TensorRT to probe with here. The
+    container's own libnvinfer_plugin.so.N is initialized after them in the group's process: Triton's TensorRT
+    backend calls initLibNvInferPlugins only after loading the plugins= libraries (TRITONBACKEND_Initialize,
+    tensorrt_backend/src/tensorrt.cc, lines 134-153 then 181-189, at commit e2ef6d79), so a library that
+    registers a built-in's (namespace, name, version) wins over TensorRT's own."""
     from customops.probe.tensorrt_standin import SOURCE
 
     sources = tuple(s.source for s in steps)
     alone = tuple(cached_results(settings, "tensorrt", None, str(SOURCE), (source,))[0] for source in sources)
-    together = cached_results(settings, "tensorrt", None, str(SOURCE), sources) if len(sources) > 1 else alone
-    return ProbedGroup("tensorrt", None, steps, None, alone, together)
+    found = builtin_library(plan, settings, sources)
+    if isinstance(found, str):
+        together = cached_results(settings, "tensorrt", None, str(SOURCE), sources) if len(sources) > 1 else alone
+        return ProbedGroup("tensorrt", None, steps, None, alone, together, builtin=BuiltinPlugins("", None, found))
+    *probed, builtin = cached_results(settings, "tensorrt", found[1], str(SOURCE), sources)
+    return ProbedGroup("tensorrt", None, steps, None, alone, tuple(probed),
+                       builtin=BuiltinPlugins(found[0], builtin))
+
+
+def builtin_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str, ...]) -> tuple[str, str] | str:
+    """(target path, host path) of the container's libnvinfer_plugin.so.N, N the major the libraries need,
+    found as the server's loader finds it (libtriton_tensorrt.so needs it: that library's RUNPATH, the plan's
+    LD_LIBRARY_PATH, the container's ld.so.cache and library directories); or why there is none."""
+    from customops.elf.cache import ElfReader
+    from customops.linker.linkmap import LinkMap
+    from customops.linker.search import LibrarySearch, LoadFailed
+    from customops.linker.types import Environment
+    from customops.probe.tensorrt_standin import needed_major
+    from customops.triton.container import SERVER
+
+    target, reader = settings.target, ElfReader(use_cache=False)
+    major = next((m for m in (needed_major(s, reader) for s in sources) if m is not None), None)
+    if target is None or major is None:
+        return "no container root to find it in" if target is None else "the plugin libraries need no libnvinfer"
+    name = f"libnvinfer_plugin.so.{major}"
+    backend = next((s for s in plan.dlopens if s.purpose == "backend library"
+                    and os.path.basename(s.source) == "libtriton_tensorrt.so"), None)
+    loader = (backend.path, backend.source) if backend else (SERVER, target.host_path(SERVER))
+    if loader[1] is None:
+        return f"neither the TensorRT backend nor {SERVER} is in the container to find {name} from"
+    try:
+        info = reader.read(loader[1])
+        search = LibrarySearch(target, Environment(library_path=":".join(plan.library_path) or None), SERVER)
+        search.machine = (info.machine_code, info.elf_class)
+        path = search.find(name, LinkMap(loader[0], loader[1], info, None, os.path.dirname(loader[0]), 0))[1]
+    except (OSError, ValueError, LoadFailed) as exc:
+        return f"{name} could not be looked up: {exc}"
+    host = target.host_path(path) if path else None
+    return (path, host) if path and host else f"the container has no {name} where {loader[0]} finds its libraries"
 
 
 def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[str | None]:
@@ -175,16 +231,17 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
                    sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
     """The results of probing `sources` together: from the cache when an entry of exactly the right shape
     is there for these very libraries (a cache entry is untrusted input), else from a probe, then stored."""
-    key = cache_key(settings, framework, identity, sources)
+    builtin = (runtime,) if framework == "tensorrt" and runtime else ()  # TensorRT's own plugin library, last
+    key = cache_key(settings, framework, identity, (*sources, *builtin))
     hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
-    if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in sources]:
+    if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in (*sources, *builtin)]:
         return tuple(ProbeResult.from_json(r) for r in hit)
     if framework == "tensorrt":  # the stand-in is built into the check's cache directory, or none
         from customops.probe.tensorrt_standin import probe_plugins
 
         results = tuple(p.result for p in probe_plugins(sources, settings.python, settings.timeout,
                                                         cache_dir=settings.cache_dir,
-                                                        use_cache=settings.cache_dir is not None))
+                                                        use_cache=settings.cache_dir is not None, builtin=runtime))
     else:
         results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
     if key is not None and all(r.status not in (ProbeStatus.TIMED_OUT, ProbeStatus.UNAVAILABLE) for r in results):

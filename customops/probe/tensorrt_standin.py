@@ -118,12 +118,15 @@ def needed_major(path: str, reader: ElfReader) -> int | None:
 
 
 def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
-                  cache_dir: Path | str | None = None, use_cache: bool = True) -> tuple[PluginProbe, ...]:
+                  cache_dir: Path | str | None = None, use_cache: bool = True,
+                  builtin: str | None = None) -> tuple[PluginProbe, ...]:
     """Load `libraries` in order into one isolated process against the stand-in of the libnvinfer major they
     need, and report on each: what it registered (the names, in PluginProbe.result.registered) and how.
     `cache_dir`: where the built stand-in is kept (default: customops' cache directory; none without
-    `use_cache`, as check --no-cache)."""
-    paths = tuple(os.path.abspath(lib) for lib in libraries)
+    `use_cache`, as check --no-cache). `builtin`: TensorRT's own libnvinfer_plugin.so.N, whose
+    initLibNvInferPlugins is called after the libraries, as Triton's TensorRT backend does: one more result,
+    the last, holds its built-in creators."""
+    paths = tuple(os.path.abspath(lib) for lib in (*libraries, *([builtin] if builtin else [])))
     if not SOURCE.is_file():  # an installation without its package data
         return tuple(_unavailable(p, None, f"customops' TensorRT stand-in source {SOURCE} is missing") for p in paths)
     reader = ElfReader(use_cache=False)
@@ -137,7 +140,9 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
     with _StandIn(plan, cache_dir, use_cache) as built:
         if isinstance(built.error, str):
             return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
-        arguments = [built.library, str(len(built.placeholders)), *built.placeholders, *paths]
+        users = paths[:-1] if builtin else paths
+        arguments = [built.library, str(len(built.placeholders)), *built.placeholders, paths[-1] if builtin else "",
+                     *users]
         run = sandbox.run(python or sys.executable, CHILD, arguments, timeout, memory_mb, (*paths, *built.paths()))
     if run.error is not None:
         return tuple(_unavailable(p, m, f"the probe's sandbox failed: {run.error}")
