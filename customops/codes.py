@@ -191,7 +191,9 @@ _TABLE = (
          "where a stripped library's namespace is unknown), one Torch op library is loaded from two files "
          "(same content, stripped or not: its imports show it defines schemas), or the same TF, "
          "ORT or TensorRT registrations (statically: when the libraries are identical; with --probe: the op "
-         "names each registers, and what the framework does when they are loaded together); or a preloaded "
+         "names each registers, and what the framework does when they are loaded together, and for TensorRT "
+         "which of the container's built-in plugins, registered by libnvinfer_plugin's initLibNvInferPlugins "
+         "after the plugin libraries, a library registers first); or a preloaded "
          "library's protobuf descriptor tables replace a library's own while importing the preload's private "
          "copies of .proto files that library registers too (read from .dynsym and the embedded descriptors).",
          "Depends on the framework: first wins, silent drop, or abort at load (Torch: \"Only a single "

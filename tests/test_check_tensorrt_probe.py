@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft7Validator
 from test_probe_tensorrt import declared
 
 from customops.linker.target import target_for_root
@@ -50,12 +51,15 @@ def repository(tmp_path: Path, plugins: Path, *libraries: str) -> Path:
 
 
 def check(repo: Path, container: Path, tmp_path: Path, *extra: str) -> dict:
+    """The JSON report, valid by its published schema."""
     result = subprocess.run([sys.executable, "-m", "customops", "check", str(repo), "--container-root",
                              str(container), "--probe", "--format", "json", "--cache-dir", str(tmp_path / "cache"),
                              *extra], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode in (0, 1), result.stderr
-    return json.loads(result.stdout)
+    report = json.loads(result.stdout)
+    Draft7Validator(json.loads((ROOT / "customops" / "schemas" / "check-1.json").read_text())).validate(report)
+    return report
 
 
 def of(report: dict, code: str) -> list[dict]:
@@ -75,6 +79,11 @@ def test_the_plugin_library_loaded_second_loses_the_shared_name_to_the_first(plu
     assert duplicate["predicted"] == "Plugin creator already registered - dup_ns::FixtureShared version 1"
     assert duplicate["file"] == "customops.toml" and duplicate["artifact"] == f"seg/plugins/{second}"
     assert not of(report, "CO102")  # the repository is a valid one: only the collision is found
+    (group,) = [g for g in report["probes"] if g["framework"] == "tensorrt"]
+    registered = {lib["library"]: lib["registered"] for lib in group["libraries"]}
+    own = {"libduplicate_a.so": "::FixtureOnlyA/1", "libduplicate_b.so": "::FixtureOnlyB/1"}
+    for name, only in own.items():
+        assert sorted(registered[f"/models/seg/plugins/{name}"]) == sorted(["dup_ns::FixtureShared/1", only])
     assert any("TensorRT plugin libraries against customops' stand-in for libnvinfer.so.10" in n
                for n in report["notes"])
 
@@ -120,6 +129,9 @@ def test_a_plugin_library_registering_a_built_in_name_wins_over_tensorrts_own(pl
     name, version = rest.split("/")
     assert shadowing["predicted"] == f"Plugin creator already registered - {namespace}::{name} version {version}"
     assert not of(report, "CO410")
+    (group,) = [g for g in report["probes"] if g["framework"] == "tensorrt"]
+    assert group["builtin"]["library"] == builtin
+    assert {n.partition(" [refused")[0] for n in group["builtin"]["registered"]} == declared("builtin")
 
 
 def test_a_plugin_library_with_names_of_its_own_shadows_no_built_in(plugins, container, tmp_path):

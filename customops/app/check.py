@@ -15,7 +15,7 @@ from customops.elf.cache import ElfReader
 from customops.findings import Finding
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
-from customops.probe.groups import ProbeSettings
+from customops.probe.groups import ProbedGroup, ProbeSettings
 from customops.rules import context as rule_context
 from customops.rules import run as run_rules
 from customops.rules.context import RuleContext
@@ -39,6 +39,7 @@ class CheckResult:
     step_outcomes: list[tuple[LoadStep, StepOutcome]] = field(default_factory=list)
     manifest: str | None = None  # the customops.toml used (absolute), if any
     profile: str | None = None  # the container profile checked against (absolute), if any
+    probes: tuple[ProbedGroup, ...] = ()  # what --probe loaded, group by group (the JSON report lists it)
 
 
 def dependencies(result: CheckResult) -> list[str]:
@@ -104,23 +105,32 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         notes += [f"not checked: {m}" for m in container.facts.missing]
         rules = rule_context.build(plan, ctx, reader, models)
         findings += run_rules(rules)
+    probed_groups: tuple[ProbedGroup, ...] = ()
     if probe is not None:
-        from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
-        from customops.rules import probed
-
-        tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in models) else None
-        groups = probe_plan(plan, probe)
-        probes = rule_context.Probes(tuple(groups), tensorflow)
         base = rules or rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
-        observed = probed.check(replace(base, probes=probes))
-        findings = probed.merge(findings, observed)
-        notes += probed.notes(probes) + containment_notes(groups)
+        findings, probed_groups = _probed(base, probe, findings, notes)
     findings += _served_together(models, findings, asked, model_namespacing)
     findings = with_text_locations(_located_in_checkout(findings, models, repositories), models, manifest.path)
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
-    return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes)
+    return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes,
+                       probes=probed_groups)
+
+
+def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],
+            notes: list[str]) -> tuple[list[Finding], tuple[ProbedGroup, ...]]:
+    """--probe: the plan's libraries loaded by the real frameworks (isolated), what they observed folded into
+    the findings and said in `notes` (extended here); the groups probed."""
+    from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
+    from customops.rules import probed
+
+    plan = rules.plan
+    tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in rules.models) else None
+    groups = tuple(probe_plan(plan, probe))
+    probes = rule_context.Probes(groups, tensorflow)
+    notes += probed.notes(probes) + containment_notes(list(groups))
+    return probed.merge(findings, probed.check(replace(rules, probes=probes))), groups
 
 
 def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]:

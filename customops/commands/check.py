@@ -242,12 +242,13 @@ def with_server_command(request: CheckRequest, args: argparse.Namespace, server:
 def render(report_format: str, checked: CheckRun, base: str) -> str:
     """A machine-readable report (json, sarif, junit, github); paths relative to `base`."""
     from customops.report import check as report
+    from customops.report import junit
 
     result = checked.result
     renderers = {
         "json": lambda: report.to_json(result, checked.fail_on, checked.exit_code, base),
         "sarif": lambda: report.to_sarif(result, base),
-        "junit": lambda: report.to_junit(result, checked.fail_on, base, checked.seconds),
+        "junit": lambda: junit.to_junit(result, checked.fail_on, base, checked.seconds),
         "github": lambda: report.to_github(result, base),
         "gitlab": lambda: report.to_gitlab(result, base),
     }

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from customops import PROJECT_URL, __version__, schemas
 from customops.codes import CODES, Severity, doc_page, docs_url
 from customops.findings import Finding
+from customops.probe.groups import ProbedGroup
 from customops.report.escape import console as new_console
 from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
 from customops.report.wrap import heading, wrap
@@ -67,8 +68,32 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
         "findings": [finding_record(f, base) for f in result.findings],
         "suppressed": [{**finding_record(f, base), "suppression": _suppression(f, base)} for f in result.suppressed],
         "notes": result.notes,
+        "probes": [_probe_record(g) for g in result.probes],
     }
     return dumps(record, indent=2)
+
+
+def _probe_record(group: ProbedGroup) -> dict:
+    """One --probe group: each library as loaded alone (what it registers) and, where the group has several,
+    as loaded after the others."""
+    several = len(group.steps) > 1
+    return {"framework": group.framework, "model": group.model, "version": group.version,
+            "libraries": [{"library": step.path, "status": str(alone.status), "registered": list(alone.registered),
+                           "message": alone.message,
+                           "together": {"status": str(together.status), "registered": list(together.registered)}
+                           if several else None} for step, alone, together in group.members()],
+            "builtin": _builtin_record(group)}
+
+
+def _builtin_record(group: ProbedGroup) -> dict | None:
+    """TensorRT: what the container's own plugin library registered after the group's libraries."""
+    builtin = group.builtin
+    if builtin is None:
+        return None
+    result = builtin.result
+    return {"library": builtin.path or None, "status": str(result.status) if result else None,
+            "registered": list(result.registered) if result else [],
+            "message": result.message if result else builtin.not_probed}
 
 
 def _suppression(f: Finding, base: str | None) -> dict | None:
@@ -175,53 +200,6 @@ def _uri(base: str) -> str:
     from urllib.parse import quote
 
     return "file://" + quote(os.fsencode(os.path.abspath(base).rstrip("/") + "/"))
-
-
-def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) -> str:
-    """JUnit XML as Jenkins' schema (junit-10.xsd) has it: a testsuite per model, named by its directory so that
-    two repositories' models of one name stay apart, and a testcase per finding, failing at or above
-    `fail_on`, passing with the finding as its output below it, so that dashboards show warnings too; a model
-    without findings is one passing testcase. `elapsed`: the check's seconds, the root's time."""
-    groups: dict[str, list[Finding]] = defaultdict(list)
-    for f in result.findings:
-        groups[f.model or ""].append(f)
-    suites = [(relative(m.path, base) or m.name, m.name, groups.get(m.name, [])) for m in result.models]
-    if groups.get(""):
-        suites.append(("(server)", "(server)", groups[""]))
-    body, tests, failures = [], 0, 0
-    for suite, model, found in suites:
-        cases = _junit_cases(model, found, fail_on)
-        failed = sum('<failure ' in c for c in cases)
-        tests, failures = tests + len(cases), failures + failed
-        body.append(f'  <testsuite name="{xml(printable(suite), True)}" tests="{len(cases)}" failures="{failed}" '
-                    'errors="0" skipped="0" time="0">\n' + "".join(f"    {c}\n" for c in cases) + "  </testsuite>")
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuites name="customops check" tests="{tests}" failures="{failures}" errors="0" '
-            f'time="{elapsed:.3f}">\n' + "\n".join(body) + ("\n" if body else "") + "</testsuites>\n")
-
-
-def _junit_cases(model: str, found: list[Finding], fail_on: Severity) -> list[str]:
-    classname = xml(printable(f"customops.{model}"), True)
-    if not found:
-        return [f'<testcase classname="{classname}" name="loads" time="0"/>']
-    cases, seen = [], Counter[str]()
-    for f in found:
-        name = f"{f.code} {CODES[f.code].title}" + (f" ({os.path.basename(f.library)})" if f.library else "")
-        seen[name] += 1
-        name += f" #{seen[name]}" if seen[name] > 1 else ""
-        text = xml(f"{f.level}: {printable(f.stated)}" + (f"\n  predicted: {_lines(f.predicted)}" if f.predicted
-                                                           else "") + f"\n  fix: {printable(f.hint)}")
-        inner = (f'<failure type="{f.code}" message="{xml(printable(f.stated), True)}">{text}</failure>'
-                 if f.level >= fail_on else f"<system-out>{text}</system-out>")
-        cases.append(f'<testcase classname="{classname}" name="{xml(printable(name), True)}" time="0">{inner}'
-                     "</testcase>")
-    return cases
-
-
-def _lines(text: str) -> str:
-    """Multi-line text (a runtime's message) with every line printable and continuation lines indented, so
-    none of them can start with `::` (a GitHub workflow command, were the XML echoed into a job log)."""
-    return "\n    ".join(printable(line) for line in text.split("\n"))
 
 
 def to_github(result, base: str | None) -> str:

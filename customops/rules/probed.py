@@ -70,6 +70,7 @@ def notes(probes: Probes) -> list[str]:
             found.append(f"probed {len(group.steps)} TensorRT plugin librar{'y' if len(group.steps) == 1 else 'ies'} "
                          f"against {group.version or 'customops stand-in for libnvinfer'} (a recording registry; "
                          "TensorRT itself is not loaded)")
+            found += probed_tensorrt.notes(group)
             continue
         where = f" for model '{group.model}'" if group.model else ""
         found.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"

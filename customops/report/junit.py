@@ -1,0 +1,58 @@
+"""JUnit XML as Jenkins' schema (junit-10.xsd, which GitLab and most dashboards read) has it."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+
+from customops.codes import CODES, Severity
+from customops.findings import Finding
+from customops.report.check import relative
+from customops.report.escape import printable, xml
+
+
+def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) -> str:
+    """JUnit XML as Jenkins' schema (junit-10.xsd) has it: a testsuite per model, named by its directory so that
+    two repositories' models of one name stay apart, and a testcase per finding, failing at or above
+    `fail_on`, passing with the finding as its output below it, so that dashboards show warnings too; a model
+    without findings is one passing testcase. `elapsed`: the check's seconds, the root's time."""
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.findings:
+        groups[f.model or ""].append(f)
+    suites = [(relative(m.path, base) or m.name, m.name, groups.get(m.name, [])) for m in result.models]
+    if groups.get(""):
+        suites.append(("(server)", "(server)", groups[""]))
+    body, tests, failures = [], 0, 0
+    for suite, model, found in suites:
+        cases = _junit_cases(model, found, fail_on)
+        failed = sum('<failure ' in c for c in cases)
+        tests, failures = tests + len(cases), failures + failed
+        body.append(f'  <testsuite name="{xml(printable(suite), True)}" tests="{len(cases)}" failures="{failed}" '
+                    'errors="0" skipped="0" time="0">\n' + "".join(f"    {c}\n" for c in cases) + "  </testsuite>")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuites name="customops check" tests="{tests}" failures="{failures}" errors="0" '
+            f'time="{elapsed:.3f}">\n' + "\n".join(body) + ("\n" if body else "") + "</testsuites>\n")
+
+
+def _junit_cases(model: str, found: list[Finding], fail_on: Severity) -> list[str]:
+    classname = xml(printable(f"customops.{model}"), True)
+    if not found:
+        return [f'<testcase classname="{classname}" name="loads" time="0"/>']
+    cases, seen = [], Counter[str]()
+    for f in found:
+        name = f"{f.code} {CODES[f.code].title}" + (f" ({os.path.basename(f.library)})" if f.library else "")
+        seen[name] += 1
+        name += f" #{seen[name]}" if seen[name] > 1 else ""
+        text = xml(f"{f.level}: {printable(f.stated)}" + (f"\n  predicted: {_lines(f.predicted)}" if f.predicted
+                                                           else "") + f"\n  fix: {printable(f.hint)}")
+        inner = (f'<failure type="{f.code}" message="{xml(printable(f.stated), True)}">{text}</failure>'
+                 if f.level >= fail_on else f"<system-out>{text}</system-out>")
+        cases.append(f'<testcase classname="{classname}" name="{xml(printable(name), True)}" time="0">{inner}'
+                     "</testcase>")
+    return cases
+
+
+def _lines(text: str) -> str:
+    """Multi-line text (a runtime's message) with every line printable and continuation lines indented, so
+    none of them can start with `::` (a GitHub workflow command, were the XML echoed into a job log)."""
+    return "\n    ".join(printable(line) for line in text.split("\n"))
