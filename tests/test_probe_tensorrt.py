@@ -166,30 +166,6 @@ def test_the_command_lists_the_names_and_the_refusal(plugins, tmp_path):
     assert f"registered {shared} [refused: already registered by {a}]" in done.stdout
 
 
-# mmdeploy 1.3.1's TensorRT 8 plugin library: the PLUGIN_NAME (and PLUGIN_VERSION "1") constants of its sources,
-# csrc/mmdeploy/backend_ops/tensorrt/*/*.cpp, all registered with REGISTER_TENSORRT_PLUGIN and no namespace.
-MMDEPLOY_PLUGINS = {"GatherTopk", "GridPriorsTRT", "MMCVDeformConv2d", "MMCVModulatedDeformConv2d",
-                    "MMCVMultiLevelRoiAlign", "MMCVMultiLevelRotatedRoiAlign", "MMCVMultiScaleDeformableAttention",
-                    "MMCVRoiAlign", "ScaledDotProductAttentionTRT", "TRTBatchedNMS", "TRTBatchedRotatedNMS",
-                    "TRTBicubicInterpolate", "TRTInstanceNormalization", "grid_sampler"}
-
-
-def test_a_published_plugin_library_lists_its_plugins(tmp_path):
-    """A real library, downloaded once by pip (skipped without the index): it needs libnvinfer.so.8 and, beside
-    it, libnvinfer_plugin.so.8, cuBLAS, cuDNN and the CUDA runtime, which this machine lacks: placeholders
-    stand in for them."""
-    from fixtures import wheels
-
-    try:
-        (library,) = wheels.extract("mmdeploy", "1.3.1", ("mmdeploy/lib/libmmdeploy_tensorrt_ops.so",)).values()
-    except wheels.Unavailable as exc:
-        pytest.skip(str(exc))
-    (found,) = probe(tmp_path, library)
-    assert found.outcome is PluginOutcome.REGISTERED and found.major == 8, found.result
-    assert set(found.result.registered) == {f"::{name}/1" for name in MMDEPLOY_PLUGINS}
-    assert "placeholders for" in found.result.message and "libnvinfer_plugin.so.8" in found.result.message
-
-
 @pytest.mark.parametrize("tag", tags_for("builtin"))
 def test_the_built_in_plugins_come_after_the_libraries_and_lose_the_names_they_took(plugins, cache, tag):
     """TensorRT's own plugin library, initialized last as Triton's TensorRT backend does: a built-in whose name a

@@ -11,7 +11,8 @@ itself needs (its DT_NEEDED), because a stand-in of another layout records nothi
 The stand-in is libnvinfer.so.N (the registry, the logger, the entry points) and a library of stubs it
 needs, one per other name the plugin libraries leave undefined, so that the load succeeds as it would
 against the real library. The stubs come after every library a plugin needs itself in its lookup scope,
-so they only ever stand in for names nothing else defines. Files a plugin library needs that this machine
+and after the C++ runtime in the stand-in's own (where the runtime, loaded by the stand-in, looks up its
+own names), so they only ever stand in for names nothing else defines. Files a plugin library needs that this machine
 lacks (TensorRT's other libraries, CUDA's; the Triton container has them) get placeholders: libraries of
 that SONAME with the symbol versions and versioned names the plugin asks of them, opened before it. Every
 stub returns 0 (or is zeros): a static initializer that needs real work from one may crash, which is
@@ -59,6 +60,9 @@ WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol or version
 SONAME = re.compile(r"[A-Za-z0-9_.+-]+")  # a file name a placeholder can carry as its SONAME
 REFUSED = " [refused: already registered by "
 OBJECT_LIMIT = 1 << 20  # bytes of zeros a stub object may have
+# The C++ runtime the stand-in is linked with, needed before the stubs: a library the stand-in loads first
+# looks its own names up in the stand-in's scope, where the stubs must not come before it (see _build)
+RUNTIME = ("-lstdc++", "-lm", "-lgcc_s", "-lc")
 
 
 class PluginOutcome(str, Enum):
@@ -307,7 +311,7 @@ class _StandIn:
 
     def __enter__(self) -> _StandIn:
         text = "\0".join(f"{name}\0{text}" for name, text in sorted(self.sources.items()))
-        names = ("tensorrt-standin", hashlib.sha256(f"{self.major}\0{text}".encode()).hexdigest()[:32])
+        names = ("tensorrt-standin", hashlib.sha256(f"{self.major}\0{RUNTIME}\0{text}".encode()).hexdigest()[:32])
         root = cachedir.trusted_root(self.cache_dir) if self.use_cache else None
         if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in self.files):
             self.directory = str(root.joinpath(*names))
@@ -325,7 +329,10 @@ class _StandIn:
             cleanup.remove(self.temporary)
 
     def _build(self) -> str | None:
-        """Compile the stubs, libnvinfer.so.N needing them (found beside it), the placeholders; None, or why not."""
+        """Compile the stubs, libnvinfer.so.N needing them (found beside it), the placeholders; None, or why not.
+        libnvinfer.so.N needs the C++ runtime before the stubs: the runtime, loaded first by it, resolves its
+        own internal calls in its scope, and stubs listed first (a plugin may leave std::string's members
+        undefined) would stand in for them, returning 0 from inside libstdc++."""
         cxx = compiler()
         if cxx is None:
             return f"no C++ compiler ({', '.join(COMPILERS)}) on PATH to build customops' TensorRT stand-in"
@@ -334,8 +341,8 @@ class _StandIn:
         common = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w"]
         steps = [[*common, "stubs.cpp", f"-Wl,-soname,{STUBS}", "-o", STUBS],
                  [*common, "-fvisibility=hidden", f"-DCUSTOMOPS_MAJOR={self.major}", "standin.cpp",
-                  f"-Wl,-soname,{self.files[0]}", "-Wl,--no-as-needed", f"-l:{STUBS}", "-L.", "-Wl,-rpath,$ORIGIN",
-                  "-o", self.files[0]]]
+                  f"-Wl,-soname,{self.files[0]}", "-Wl,--no-as-needed", *RUNTIME, f"-l:{STUBS}", "-L.",
+                  "-Wl,-rpath,$ORIGIN", "-o", self.files[0]]]
         for name, soname in self.sonames.items():
             script = name.replace(".so", ".map")
             steps.append([*common, name.replace(".so", ".cpp"), f"-Wl,-soname,{soname}", "-o", name,

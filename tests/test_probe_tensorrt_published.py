@@ -1,0 +1,108 @@
+"""The TensorRT probe on real published plugin libraries, downloaded once by pip (fixtures/wheels.py): what it
+lists for each is compared with what the project's published sources declare.
+
+Neither project publishes its C++ sources on the package index: PyPI holds no sdist of mmdeploy 1.3.1 (its only
+sdist is 0.2.0) nor of torch-tensorrt 2.9.0 or 2.14.0 (its only one is the placeholder 0.0.0.post1). The names
+below are therefore the constants of each project's sources at the release (cited where they are used), and
+what the wheels do publish is read as well: torch-tensorrt's wheel carries its plugin headers, which say the
+namespace every creator is registered in and which creator classes there are.
+
+Without the index (or the wheel) the tests skip, with pip's reason; under CI, while the index lists the
+project, a missing download fails them instead."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from customops.probe import tensorrt_standin
+from customops.probe.tensorrt_standin import PluginOutcome, PluginProbe, probe_plugins
+from fixtures import wheels
+
+pytestmark = pytest.mark.skipif(tensorrt_standin.compiler() is None, reason="no C++ compiler to build the stand-in")
+
+# mmdeploy 1.3.1's TensorRT 8 plugin library: the PLUGIN_NAME / NMS_PLUGIN_NAME constants (PLUGIN_VERSION "1") of
+# its sources, csrc/mmdeploy/backend_ops/tensorrt/*/*.cpp, each creator registered with REGISTER_TENSORRT_PLUGIN and
+# no namespace. Its ScatterND is left out: trt_scatternd.cpp is compiled only `#if NV_TENSORRT_MAJOR <= 7`.
+MMDEPLOY_PLUGINS = {"GatherTopk", "GridPriorsTRT", "MMCVDeformConv2d", "MMCVModulatedDeformConv2d",
+                    "MMCVMultiLevelRoiAlign", "MMCVMultiLevelRotatedRoiAlign", "MMCVMultiScaleDeformableAttention",
+                    "MMCVRoiAlign", "ScaledDotProductAttentionTRT", "TRTBatchedNMS", "TRTBatchedRotatedNMS",
+                    "TRTBicubicInterpolate", "TRTInstanceNormalization", "grid_sampler"}
+
+# torch-tensorrt's libtorchtrt_plugins.so: what each creator's getPluginName and getPluginVersion return in
+# core/plugins/impl/*_plugin.cpp (github.com/pytorch/TensorRT, tag v2.9.0; for 2.14.0 the same files, which add
+# scatter_add_plugin.cpp), registered by the REGISTER_TORCHTRT_PLUGIN* registrars of core/plugins/plugins.h.
+# core/plugins/register_plugins.cpp registers no creator of its own: it initializes TensorRT's built-in plugins
+# and logs every creator the registry holds, from a static initializer, while the library loads.
+TORCH_TENSORRT = {  # version: (the libnvinfer major its wheel needs, {name: version})
+    "2.9.0": (10, {"Interpolate": "1", "NormalizePlugin": "1"}),
+    "2.14.0": (11, {"Interpolate": "1", "NormalizePlugin": "1", "ScatterAdd": "1"}),
+}
+TORCH_TENSORRT_HEADERS = "torch_tensorrt/include/torch_tensorrt/core/plugins/"
+REGISTERED_IN = re.compile(r'registerCreator\(\s*\w+\s*,\s*"([^"]*)"\s*\)')  # plugins.h's registrars
+CREATOR_CLASS = re.compile(r"^class (\w+)PluginCreator\b", re.MULTILINE)  # impl/*_plugin.h's creators
+
+
+def published(project: str, version: str, members: tuple[str, ...], under: str = "") -> dict[str, Path]:
+    """The wheel's members (and every file under the folder `under`), extracted, by base name; a skip without
+    the download, a failure under CI while the index answers."""
+    try:
+        return wheels.extract(project, version, (*members, *(wheels.listing(project, version, under) if under else ())))
+    except wheels.Unavailable as exc:
+        if os.environ.get("CI") and wheels.index_answers(project):
+            pytest.fail(f"the index lists {project}, but: {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One stand-in cache for the module: a library probed twice is built for once."""
+    return tmp_path_factory.mktemp("standin-cache")
+
+
+def probe(cache: Path, library: Path) -> PluginProbe:
+    (found,) = probe_plugins((str(library),), cache_dir=cache)
+    return found
+
+
+def test_mmdeploy_lists_the_names_its_sources_declare(cache):
+    """It needs libnvinfer.so.8 and, beside it, libnvinfer_plugin.so.8, cuBLAS, cuDNN and the CUDA runtime,
+    which this machine lacks: placeholders stand in for them."""
+    (library,) = published("mmdeploy", "1.3.1", ("mmdeploy/lib/libmmdeploy_tensorrt_ops.so",)).values()
+    found = probe(cache, library)
+    assert found.outcome is PluginOutcome.REGISTERED and found.major == 8, found.result
+    assert set(found.result.registered) == {f"::{name}/1" for name in MMDEPLOY_PLUGINS}
+    assert "placeholders for" in found.result.message and "libnvinfer_plugin.so.8" in found.result.message
+
+
+@pytest.mark.parametrize("version", sorted(TORCH_TENSORRT))
+def test_torch_tensorrt_lists_the_names_its_sources_declare(cache, version):
+    """libtorchtrt_plugins.so needs libtorch (libc10.so, libtorch_cpu.so, ...) besides TensorRT's libraries:
+    placeholders stand in for them, and its static initializer, which builds and logs std::strings, runs
+    against the machine's own C++ runtime (never against the stubs, which a library that leaves members of
+    std::string undefined would otherwise put before it)."""
+    major, names = TORCH_TENSORRT[version]
+    files = published("torch-tensorrt", version, ("torch_tensorrt/lib/libtorchtrt_plugins.so",))
+    found = probe(cache, files["libtorchtrt_plugins.so"])
+    assert found.outcome is PluginOutcome.REGISTERED and found.major == major, found.result
+    assert set(found.result.registered) == {f"torch_tensorrt::{name}/{v}" for name, v in names.items()}
+    assert all(r.refused_by is None for r in found.registrations)
+    assert "placeholders for" in found.result.message and "libc10.so" in found.result.message
+
+
+@pytest.mark.parametrize("version", sorted(TORCH_TENSORRT))
+def test_torch_tensorrt_registers_what_its_published_headers_declare(cache, version):
+    """The wheel's own headers: the namespace plugins.h's registrars pass to registerCreator, and one
+    registration per creator class of impl/*_plugin.h, whose name the class is named after."""
+    files = published("torch-tensorrt", version, ("torch_tensorrt/lib/libtorchtrt_plugins.so",), TORCH_TENSORRT_HEADERS)
+    namespaces = set(REGISTERED_IN.findall(files["plugins.h"].read_text()))
+    classes = {c for name, path in files.items() if name.endswith("_plugin.h")
+               for c in CREATOR_CLASS.findall(path.read_text())}
+    found = probe(cache, files["libtorchtrt_plugins.so"])
+    assert namespaces == {"torch_tensorrt"} and len(classes) == len(TORCH_TENSORRT[version][1])
+    assert {r.namespace for r in found.registrations} == namespaces
+    assert len(found.registrations) == len(classes)
+    assert all(any(r.name.startswith(c) for r in found.registrations) for c in classes), classes
