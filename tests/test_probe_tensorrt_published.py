@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,47 @@ def test_torch_tensorrt_registers_what_its_published_headers_declare(cache, vers
     assert {r.namespace for r in found.registrations} == namespaces
     assert len(found.registrations) == len(classes)
     assert all(any(r.name.startswith(c) for r in found.registrations) for c in classes), classes
+
+
+# A plugin library that leaves a member of std::string undefined and unversioned (as torch-tensorrt's are: so a
+# stub is built for it) and whose static initializer has the C++ runtime do work that calls that member inside
+# the runtime: std::string's _M_replace growing a string past its in-place buffer calls _M_mutate.
+GROWS_A_STRING = r"""
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+extern void customops_mutate(void) __asm__("_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_mutateEmmPKcm");
+void* volatile customops_keep = (void*)&customops_mutate;
+struct text { char* data; size_t size; char local[16]; };
+typedef struct text* (*replace)(struct text*, size_t, size_t, const char*, size_t);
+__attribute__((constructor)) static void grow(void) {
+    static const char longer[] = "longer than the sixteen bytes a string keeps in place";
+    void* runtime = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
+    replace call = runtime == 0 ? 0 : (replace)dlsym(runtime,
+        "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE10_M_replaceEmmPKcm");
+    struct text t = {t.local, 0, {0}};
+    if (call == 0) abort();
+    call(&t, 0, 0, longer, sizeof longer - 1);
+    if (t.data == t.local || memcmp(t.data, longer, sizeof longer - 1) != 0) abort();
+}
+"""
+
+
+def test_the_stubs_never_stand_in_for_the_c_plus_plus_runtimes_own_calls(cache, tmp_path):
+    """The stand-in loads the C++ runtime first, and the runtime looks its own names up in the stand-in's scope:
+    were the stubs before it there, the _M_mutate stub would answer the runtime's own call, and the string
+    would not grow (torch-tensorrt 2.9.0's static initializer crashed so). Linked against libraries of the
+    right SONAMEs that define nothing, the reference stays unversioned."""
+    compiler = tensorrt_standin.compiler()
+    (tmp_path / "grows.c").write_text(GROWS_A_STRING)
+    for soname in ("libnvinfer.so.10", "libstdc++.so.6"):
+        subprocess.run([compiler, "-x", "c", "-shared", "-fPIC", "/dev/null", f"-Wl,-soname,{soname}", "-nodefaultlibs",
+                        "-o", str(tmp_path / soname)], check=True, capture_output=True)
+    library = tmp_path / "libgrows.so"
+    subprocess.run([compiler, "-x", "c", "-shared", "-fPIC", "-nodefaultlibs", str(tmp_path / "grows.c"),
+                    "-Wl,--no-as-needed", f"-L{tmp_path}", "-l:libnvinfer.so.10", "-l:libstdc++.so.6", "-lc", "-o",
+                    str(library)], check=True, capture_output=True)
+    for soname in ("libnvinfer.so.10", "libstdc++.so.6"):
+        (tmp_path / soname).unlink()  # the machine's own libstdc++.so.6 and the stand-in are what it loads with
+    found = probe(cache, library)
+    assert found.outcome is PluginOutcome.REGISTERED_NOTHING and found.major == 10, found.result
