@@ -196,7 +196,7 @@ def test_profile_output_symlink_is_not_written_through(container, tmp_path):
 
 def test_junit_continuation_lines_cannot_start_a_workflow_command():
     """A runtime message quoting a hostile DT_NEEDED (`x\n::error::...`) spans lines in JUnit's text."""
-    from customops.report.check import _lines
+    from customops.report.junit import _lines
 
     assert not any(line.startswith("::") for line in _lines("libx.so\n::error::forged\n").split("\n"))
 

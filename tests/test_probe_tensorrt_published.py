@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from customops.probe import tensorrt_standin
+from customops.probe.results import ProbeStatus
 from customops.probe.tensorrt_standin import PluginOutcome, PluginProbe, probe_plugins
 from fixtures import wheels
 
@@ -151,3 +152,36 @@ def test_the_stubs_never_stand_in_for_the_c_plus_plus_runtimes_own_calls(cache, 
         (tmp_path / soname).unlink()  # the machine's own libstdc++.so.6 and the stand-in are what it loads with
     found = probe(cache, library)
     assert found.outcome is PluginOutcome.REGISTERED_NOTHING and found.major == 10, found.result
+
+
+def test_a_name_an_indirect_dependency_defines_gets_no_stub(cache, tmp_path):
+    """ld.so's breadth-first scope puts the stand-in's stubs (a dependency of libnvinfer.so.N, a direct need)
+    before a dependency of a dependency: a stub for a name that one defines would answer instead of it. So no
+    stub is built for a name anything in the library's load scope defines (customops.probe.tensorrt_scope):
+    the library's constructor gets the real 42, not a stub's 0."""
+    compiler = tensorrt_standin.compiler()
+    sources = {"inner.c": "int customops_inner_value(void) { return 42; }\n",
+               "dep.c": "int customops_dep_marker(void) { return 1; }\n",
+               # exports a function: customops' ELF reader lists no imports of a library that exports nothing
+               "plugin.c": "#include <stdlib.h>\nint customops_inner_value(void);\n"
+                           "int customops_plugin_marker(void) { return 0; }\n"
+                           "__attribute__((constructor)) static void check(void) {\n"
+                           "    if (customops_inner_value() != 42) abort();\n}\n"}
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+    build = [compiler, "-x", "c", "-shared", "-fPIC"]
+    subprocess.run([*build, "/dev/null", "-Wl,-soname,libnvinfer.so.10", "-o", str(tmp_path / "libnvinfer.so.10")],
+                   check=True, capture_output=True)
+    subprocess.run([*build, str(tmp_path / "inner.c"), "-Wl,-soname,libinner.so", "-o", str(tmp_path / "libinner.so")],
+                   check=True, capture_output=True)
+    subprocess.run([*build, str(tmp_path / "dep.c"), "-Wl,-soname,libdep.so", "-Wl,--no-as-needed", f"-L{tmp_path}",
+                    "-l:libinner.so", "-Wl,-rpath,$ORIGIN", "-o", str(tmp_path / "libdep.so")],
+                   check=True, capture_output=True)
+    library = tmp_path / "libplugin.so"
+    subprocess.run([*build, str(tmp_path / "plugin.c"), "-Wl,--no-as-needed", f"-L{tmp_path}", "-l:libnvinfer.so.10",
+                    "-l:libdep.so", "-Wl,--allow-shlib-undefined", "-Wl,-rpath,$ORIGIN", "-o", str(library)],
+                   check=True, capture_output=True)
+    (tmp_path / "libnvinfer.so.10").unlink()  # the stand-in is what it loads with
+    found = probe(cache, library)
+    assert found.outcome is PluginOutcome.REGISTERED_NOTHING and found.result.status is ProbeStatus.LOADED, \
+        found.result

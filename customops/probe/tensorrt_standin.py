@@ -9,12 +9,13 @@ for libnvinfer.so.N compiled from customops/data/tensorrt_standin/standin.cpp: N
 itself needs (its DT_NEEDED), because a stand-in of another layout records nothing, silently.
 
 The stand-in is libnvinfer.so.N (the registry, the logger, the entry points) and a library of stubs it
-needs, one per other name the plugin libraries leave undefined, so that the load succeeds as it would
-against the real library. The stubs come after every library a plugin needs itself in its lookup scope,
-and after the C++ runtime in the stand-in's own (where the runtime, loaded by the stand-in, looks up its
-own names), so they only ever stand in for names nothing else defines. Files a plugin library needs that this machine
-lacks (TensorRT's other libraries, CUDA's; the Triton container has them) get placeholders: libraries of
-that SONAME with the symbol versions and versioned names the plugin asks of them, opened before it. Every
+needs, one per other name the plugin libraries leave undefined and nothing in their load scope defines
+(customops.probe.tensorrt_scope), so that the load succeeds as it would against the real library. The
+stubs also come after the C++ runtime in the stand-in's own scope (where the runtime, loaded by the
+stand-in, looks up its own names), so they only ever stand in for names nothing else defines. Files a
+plugin library needs that this machine lacks (TensorRT's other libraries, CUDA's; the Triton container
+has them) get placeholders: libraries of that SONAME with the symbol versions and versioned names the
+plugin asks of them, opened before it. Every
 stub returns 0 (or is zeros): a static initializer that needs real work from one may crash, which is
 reported as a crash. All is built with the machine's C++ compiler into customops' cache, keyed by what
 the files are built from.
@@ -43,21 +44,17 @@ from customops.elf.cache import ElfReader
 from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError
-from customops.linker.linkmap import LinkMap
-from customops.linker.search import LibrarySearch, LoadFailed
-from customops.linker.target import live_target
-from customops.linker.types import Environment
 from customops.probe import sandbox
 from customops.probe.frameworks import _Reported
 from customops.probe.results import ProbeResult, ProbeStatus
+from customops.probe.tensorrt_scope import NEEDED, defined_in_scope
+from customops.probe.tensorrt_scope import missing as missing_here
 
 SOURCE = Path(__file__).resolve().parent.parent / "data" / "tensorrt_standin" / "standin.cpp"
 CHILD = Path(__file__).with_name("child_tensorrt.py").read_text()  # run in the sandbox, never imported
 COMPILERS = ("c++", "g++", "clang++")  # the first one on PATH builds the stand-in
 STUBS = "libcustomops_standin_stubs.so"
-NEEDED = re.compile(r"libnvinfer\.so\.(\d+)")
 WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol or version name the sources can carry as is
-SONAME = re.compile(r"[A-Za-z0-9_.+-]+")  # a file name a placeholder can carry as its SONAME
 REFUSED = " [refused: already registered by "
 OBJECT_LIMIT = 1 << 20  # bytes of zeros a stub object may have
 # The C++ runtime the stand-in is linked with, needed before the stubs: a library the stand-in loads first
@@ -212,7 +209,7 @@ def _plan(paths: tuple[str, ...], majors: tuple[int | None, ...], major: int, re
     for path, needs in zip(paths, majors, strict=True):
         with contextlib.suppress(OSError, ElfError, ValueError):
             info = reader.read(path)
-            missing = _missing(path, info)
+            missing = missing_here(path, info)
             for lacking in missing:
                 plan.placeholders.setdefault(lacking, {})
             for need in info.version_needs:
@@ -221,25 +218,16 @@ def _plan(paths: tuple[str, ...], majors: tuple[int | None, ...], major: int, re
                     for version in need.versions:
                         if WRITABLE_NAME.fullmatch(version.name):
                             versions.setdefault(version.name, {})
-            for name, size, owner, version_name in _undefined(info):
+            undefined = _undefined(info)
+            unversioned = [name for name, _, owner, _ in undefined if owner is None] if needs == major else []
+            defined = defined_in_scope(path, info, reader, unversioned)  # no stub shadows a real definition
+            for name, size, owner, version_name in undefined:
                 if owner is None and needs == major:
-                    plan.stubs[name] = size
+                    if name not in defined:
+                        plan.stubs[name] = size
                 elif owner in missing and version_name in plan.placeholders[owner]:
                     plan.placeholders[owner][version_name][name] = size
     return plan
-
-
-def _missing(path: str, info: ElfInfo) -> set[str]:
-    """The files the library needs (DT_NEEDED, but libnvinfer) that ld.so would not find here."""
-    search = LibrarySearch(live_target(), Environment(), sys.executable)
-    search.machine = (info.machine_code, info.elf_class)
-    loader = LinkMap(path, path, info, None, os.path.dirname(path), 0)
-    missing = set()
-    for name in info.needed:
-        with contextlib.suppress(LoadFailed):  # a refused candidate: the load fails in the child, as it would
-            if not NEEDED.fullmatch(name) and SONAME.fullmatch(name) and search.find(name, loader)[1] is None:
-                missing.add(name)
-    return missing
 
 
 def _undefined(info: ElfInfo) -> list[tuple[str, int, str | None, str]]:
