@@ -84,6 +84,24 @@ def test_real_framework_libraries_agree_with_readelf(module, parts, reader):
     assert_agrees_with_readelf(path, reader, symbols=path.stat().st_size < 100_000_000)
 
 
+def test_a_library_that_exports_nothing_still_lists_what_it_imports(tmp_path, reader):
+    """Its DT_GNU_HASH may start the hashed symbols (symoffset) at 1, below every import, and has no chain to
+    end the count: the table reaches as far as its relocations name symbols, which is what ld.so resolves."""
+    import subprocess
+
+    source = tmp_path / "constructor_only.c"
+    source.write_text("#include <stdlib.h>\nint imported_value(void);\n"
+                      "__attribute__((constructor)) static void check(void) { if (imported_value()) abort(); }\n")
+    library = tmp_path / "libconstructor_only.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--hash-style=gnu", "-Wl,--allow-shlib-undefined", str(source),
+                    "-o", str(library)], check=True, capture_output=True)
+    info = reader.read(library)
+    assert info.defined_count == 0 and info.layout.symbol_count > 1
+    assert_agrees_with_readelf(library, reader)
+    names = [r["name"] for r in scan_record(info, with_symbols=True)["symbols"]]
+    assert "imported_value" in names and "abort" in names
+
+
 def test_a_library_without_section_headers_reads_like_its_original(tree, reader):
     original = scan_record(reader.read(tree / "elf/libkinds.so"), with_symbols=True)
     stripped = scan_record(reader.read(tree / "elf/libkinds_stripped.so"), with_symbols=True)

@@ -41,3 +41,16 @@ def test_ld_bind_now_turns_lazy_into_now(linker, loader, tree):
     lib = f"{tree}/f/libuf.so"
     prediction, _ = agree(linker, Scenario(loader, Environment(bind_now=True), (Dlopen(lib, lazy=True),)))
     assert prediction.outcomes[-1].status == "failed"
+
+
+def test_a_library_that_exports_nothing_fails_on_its_undefined_function_as_ld_so_does(linker, loader, tmp_path):
+    """Its DT_GNU_HASH counts no symbol (symoffset 1): its imports are what its relocations name."""
+    import subprocess
+
+    source = tmp_path / "constructor_only.c"
+    source.write_text("int missing_fn(void);\n__attribute__((constructor)) static void run(void) { missing_fn(); }\n")
+    lib = tmp_path / "libconstructor_only.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--hash-style=gnu", str(source), "-o", str(lib)], check=True,
+                   capture_output=True)
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(str(lib)),)))
+    assert prediction.outcomes[-1].message == f"{lib}: undefined symbol: missing_fn"

@@ -37,7 +37,7 @@ from customops.elf.parse import Parser, open_mapped, parse_elf
 from customops.elf.records import ElfInfo, FileIdentity
 from customops.elf.relocations import NO_RELOCATION, plt_range, rel_entsize
 
-FORMAT = b"COELF\x00\x06\x00"  # bump the last bytes whenever the entry layout or its meaning changes
+FORMAT = b"COELF\x00\x07\x00"  # bump the last bytes whenever the entry layout or its meaning changes
 _HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
 SUBDIR = "elf"
 SPOT_CHECKS = 32  # relocations per table compared with a cache entry on every hit

@@ -193,6 +193,14 @@ def symbol_count(image: FileImage, gnu_off: int | None, sysv_off: int | None, sh
     return shdr_count or 0
 
 
+def hashes_no_symbol(image: FileImage, gnu_off: int | None, sysv_off: int | None, count: int) -> bool:
+    """Whether the count came from a DT_GNU_HASH (without DT_HASH) that hashes no symbol: every bucket empty,
+    so the count is its symoffset, which need not reach past the imports (it may be 1)."""
+    if sysv_off is not None or gnu_off is None:
+        return False
+    return count == int(np.frombuffer(image.data, image.endian + "u4", GNU_HASH_HEADER_WORDS, gnu_off)[1])
+
+
 def _gnu_symbol_count(image: FileImage, gnu_off: int) -> int:
     data, u4 = image.data, image.endian + "u4"
     nbuckets, symoffset, nwords, _shift = np.frombuffer(data, u4, GNU_HASH_HEADER_WORDS, gnu_off).tolist()

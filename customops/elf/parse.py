@@ -50,12 +50,12 @@ from customops.elf.constants import (
     SYM_ENTRY_SIZE,
     SYSV_HASH_HEADER_WORDS,
 )
-from customops.elf.hashes import check_hash_tables, symbol_count
+from customops.elf.hashes import check_hash_tables, hashes_no_symbol, symbol_count
 from customops.elf.header import ElfHeader, Segment, program_headers, read_header, section_headers
 from customops.elf.image import FileImage
 from customops.elf.mapping import NO_DYNAMIC, check_mapping
 from customops.elf.records import ElfInfo, FileIdentity, TableLayout
-from customops.elf.relocations import relocation_classes
+from customops.elf.relocations import named_extent, relocation_classes
 from customops.elf.symbols import SymbolTable
 from customops.elf.versions import version_definitions, version_needs
 from customops.errors import ElfError, InputError
@@ -134,6 +134,18 @@ class Parser:
         dynamic = self._dynamic(segments)
         return self._build(header, interpreter, dynamic, hints)
 
+    def _named_extent(self, single: dict[int, int], counted: int) -> int:
+        """The symbols relocations name beyond the hash tables' count (a library that exports nothing, with
+        DT_GNU_HASH only), where the symbol table can hold them inside the file; else none."""
+        try:
+            extent = named_extent(self.image, single)
+            size = extent * SYM_ENTRY_SIZE[self.image.elf_class]
+            if size > counted:
+                self.image.offset_of(single[DT_SYMTAB], size, "dynamic symbol table")
+        except ElfError:
+            return 0  # a relocation table or an index out of the file: the tables' own checks say so
+        return extent
+
     def relocation_classes(self, dynamic: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
         return relocation_classes(self.image, dynamic, count)
 
@@ -195,6 +207,8 @@ class Parser:
         if DT_HASH in single:
             sysv_off = image.offset_of(single[DT_HASH], 4 * SYSV_HASH_HEADER_WORDS, "DT_HASH table")
         count = symbol_count(image, gnu_off, sysv_off, hints.dynsym_count)
+        if hashes_no_symbol(image, gnu_off, sysv_off, count):
+            count = max(count, self._named_extent(single, count * syment))
         symtab_off = image.offset_of(single[DT_SYMTAB], count * syment, "dynamic symbol table")
         check_hash_tables(image, gnu_off, sysv_off, count)
         versym_off = None

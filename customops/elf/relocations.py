@@ -64,6 +64,23 @@ def relocation_classes(image: FileImage, dynamic: dict[int, int], count: int) ->
     return classes, first
 
 
+def named_extent(image: FileImage, dynamic: dict[int, int]) -> int:
+    """One past the highest symbol index a relocation names: how far the dynamic symbol table reaches for
+    ld.so, which resolves what relocations name and never counts the table. DT_GNU_HASH cannot tell it for
+    a library that exports nothing (its symoffset may then be 1, below every import)."""
+    top = 0
+    plt = plt_range(dynamic)
+    tables = [(dynamic[tag], dynamic[size_tag], is_rela) for tag, size_tag, is_rela in
+              ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)) if tag in dynamic and dynamic.get(size_tag)]
+    if plt:
+        tables.append((plt[0], plt[1] - plt[0], dynamic.get(DT_PLTREL, DT_RELA) == DT_RELA))
+    for start, size, is_rela in tables:
+        syms, _ = _split_info(image, _rel_info(image, start, size, is_rela))
+        if len(syms):
+            top = max(top, int(syms.max()) + 1)
+    return top
+
+
 def _split_info(image: FileImage, info: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ELF64_R_SYM/ELF64_R_TYPE (or the ELF32_ forms) of r_info."""
     shift, mask = (32, 0xFFFFFFFF) if image.elf_class == 64 else (8, 0xFF)
