@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from customops.codes import CODES, Severity
 
@@ -74,3 +77,26 @@ def suppressed(finding: Finding, ignores) -> bool:
 def sort_key(finding: Finding) -> tuple:
     """Worst first, then by model, library and code, so reports are stable."""
     return (-int(finding.level), finding.model or "", finding.library or "", finding.code, finding.message)
+
+
+class _Model(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+
+M = TypeVar("M", bound=_Model)
+
+
+def model_of(finding: Finding, models: Sequence[M]) -> M | None:
+    """The model a finding is about: the one whose directory holds its file or its library file (two
+    repositories may each have a model of its name), else the only model of its name."""
+    for path in (finding.file, finding.artifact):
+        if path:
+            held = [m for m in models if os.path.abspath(path).startswith(os.path.abspath(m.path).rstrip("/") + "/")]
+            if held:
+                return max(held, key=lambda m: len(m.path))
+    named = [m for m in models if m.name == finding.model]
+    return named[0] if len(named) == 1 else None

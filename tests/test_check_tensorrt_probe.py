@@ -168,3 +168,23 @@ def test_a_container_without_libnvinfer_plugin_probes_no_built_in(plugins, tree,
     assert probed_tensorrt.check(group) == []
     (note,) = probed_tensorrt.notes(group)
     assert note.startswith("not probed: TensorRT's built-in plugins (the container has no libnvinfer_plugin.so.10")
+
+
+def test_a_cached_probe_result_is_used_only_while_customops_own_stand_in_recipe_is_the_same(plugins, tree, tmp_path,
+                                                                                          monkeypatch):
+    """The results are cached by the libraries' identities and by everything of customops they depend on (the
+    stand-in's source, the modules that build and run it): a changed recipe probes again."""
+    first = probed_group(plugins, tree / "container", tmp_path, "libstatic_v1.so")
+    calls = []
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    original = tensorrt_standin.probe_plugins
+    monkeypatch.setattr(tensorrt_standin, "probe_plugins", counted)
+    assert probed_group(plugins, tree / "container", tmp_path, "libstatic_v1.so").alone == first.alone
+    assert calls == []  # from the cache
+    monkeypatch.setattr(tensorrt_standin, "recipe_digest", lambda: "another recipe")
+    assert probed_group(plugins, tree / "container", tmp_path, "libstatic_v1.so").alone == first.alone
+    assert len(calls) == 1

@@ -102,6 +102,29 @@ def test_a_library_that_exports_nothing_still_lists_what_it_imports(tmp_path, re
     assert "imported_value" in names and "abort" in names
 
 
+def test_a_relocation_naming_a_symbol_past_the_table_of_a_library_exporting_nothing_is_an_error(tmp_path, reader):
+    """The table's extent comes from what relocations name there: a hostile index is a one-line ElfError, never a
+    table of one symbol (which would have the library import nothing, and be predicted to load)."""
+    import struct
+    import subprocess
+
+    source = tmp_path / "constructor_only.c"
+    source.write_text("int imported_value(void);\n"
+                      "__attribute__((constructor)) static void check(void) { imported_value(); }\n")
+    library = tmp_path / "libconstructor_only.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--hash-style=gnu", "-Wl,--allow-shlib-undefined", str(source),
+                    "-o", str(library)], check=True, capture_output=True)
+    listing = subprocess.run(["readelf", "-r", "-W", str(library)], capture_output=True, text=True).stdout
+    (line,) = [x for x in listing.splitlines() if x.rstrip().endswith("imported_value + 0")]
+    offset, info = (int(word, 16) for word in line.split()[:2])
+    data = bytearray(library.read_bytes())
+    at = data.find(struct.pack("<QQ", offset, info))
+    data[at + 8:at + 16] = struct.pack("<Q", (0x10000 << 32) | (info & 0xFFFFFFFF))
+    library.write_bytes(bytes(data))
+    with pytest.raises(ElfError, match="a relocation names symbol 65536"):
+        reader.read(library)
+
+
 def test_a_library_without_section_headers_reads_like_its_original(tree, reader):
     original = scan_record(reader.read(tree / "elf/libkinds.so"), with_symbols=True)
     stripped = scan_record(reader.read(tree / "elf/libkinds_stripped.so"), with_symbols=True)

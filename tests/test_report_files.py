@@ -116,6 +116,7 @@ def test_the_sarif_is_valid_and_every_location_resolves_from_the_repository_root
         assert named.startswith("backend:") or named.split('"')[0].endswith(os.path.basename(library)), line
         for related in result.get("relatedLocations", []):
             assert (top / unquote(related["physicalLocation"]["artifactLocation"]["uri"])).is_file()
+    assert sum("relatedLocations" in r for r in results) >= 4  # CO308, CO504, CO202, CO501, CO401: libraries
     rules = sarif["runs"][0]["tool"]["driver"]["rules"]
     assert all(r["helpUri"].endswith(f"/docs/codes/{r['id']}.md") and r["help"]["markdown"].startswith(f"# {r['id']}")
                for r in rules)
@@ -142,18 +143,30 @@ def test_the_junit_report_is_valid_by_jenkins_schema_one_suite_per_model_one_cas
     schema.validate(str(error))
 
 
-def test_two_repositories_with_a_model_of_one_name_are_two_junit_suites(checkout, tmp_path):
+def test_two_repositories_with_a_model_of_one_name_keep_their_findings_apart(checkout, tmp_path):
+    """Each repository's `legacy` (a backend library without its execute entry point: CO202) is its own JUnit
+    suite holding only its own finding, and each finding points at its own repository's config."""
     schema = junit_schema()
     top, repo, container = checkout
     other = top / "other_repository"
     other.mkdir()
-    shutil.copytree(repo / "text_tf", other / "text_tf")
-    text = customops("check", str(repo), str(other), "--container-root", str(container), "--format", "junit",
-                     "--no-cache").stdout
+    shutil.copytree(repo / "legacy", other / "legacy")
+    def run(report_format: str) -> str:  # namespacing: the server serves both (else CO110 refuses the second)
+        return customops("check", "--container-root", str(container), "--no-cache", "--format", report_format, "--",
+                         "tritonserver", f"--model-repository={repo}", f"--model-repository={other}",
+                         "--model-namespacing=true").stdout
+
+    text = run("junit")
     schema.validate(text)
-    names = [s.get("name") for s in ET.fromstring(text).iter("testsuite")]
-    assert {"model_repository/text_tf", "other_repository/text_tf"} <= set(names)
-    assert len(names) == len(set(names))
+    suites = {s.get("name"): [c.get("name") for c in s.iter("testcase")] for s in ET.fromstring(text).iter("testsuite")}
+    for name in ("model_repository/legacy", "other_repository/legacy"):
+        assert [c.split()[0] for c in suites[name]] == ["CO202"], suites
+    sarif = json.loads(run("sarif"))
+    located = sorted(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                     for r in sarif["runs"][0]["results"] if r["ruleId"] == "CO202")
+    assert located == ["model_repository/legacy/config.pbtxt", "other_repository/legacy/config.pbtxt"]
+    fingerprints = {r["partialFingerprints"]["customops/v1"] for r in sarif["runs"][0]["results"]}
+    assert len(fingerprints) == len(sarif["runs"][0]["results"])
 
 
 def test_the_project_url_reports_link_to_is_the_one_the_package_declares():

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from customops import safeio
 from customops.errors import InputError
-from customops.findings import Finding
+from customops.findings import Finding, model_of
 from customops.triton.repository import Model
 
 FIELD = re.compile(r'\b(backend|runtime|platform)\s*:\s*"')
@@ -24,7 +24,6 @@ FIELD = re.compile(r'\b(backend|runtime|platform)\s*:\s*"')
 
 def with_text_locations(findings: list[Finding], models: list[Model], manifest: str | None) -> list[Finding]:
     by_config = {m.config_path: m for m in models if m.config_path}
-    by_name = {m.name: m for m in models}
     texts: dict[str, str | None] = {}
 
     def text(path: str) -> str | None:
@@ -38,7 +37,7 @@ def with_text_locations(findings: list[Finding], models: list[Model], manifest: 
         if f.line is None and path in by_config:
             f = _at(f, path, _place(text(path), f, by_config[path]))
         elif f.line is None and path and path != manifest and f.library:  # about the library file itself
-            f = _named_by_text(f, by_name.get(f.model or ""), manifest, text)
+            f = _named_by_text(f, model_of(f, models) if f.model else None, manifest, text)
         located.append(f)
     return located
 

@@ -136,14 +136,12 @@ class Parser:
 
     def _named_extent(self, single: dict[int, int], counted: int) -> int:
         """The symbols relocations name beyond the hash tables' count (a library that exports nothing, with
-        DT_GNU_HASH only), where the symbol table can hold them inside the file; else none."""
-        try:
-            extent = named_extent(self.image, single)
-            size = extent * SYM_ENTRY_SIZE[self.image.elf_class]
-            if size > counted:
-                self.image.offset_of(single[DT_SYMTAB], size, "dynamic symbol table")
-        except ElfError:
-            return 0  # a relocation table or an index out of the file: the tables' own checks say so
+        DT_GNU_HASH only). A relocation naming a symbol the table cannot hold inside the file is an ElfError,
+        not a shorter table: a library that seemed to import nothing would be predicted to load."""
+        extent = named_extent(self.image, single)
+        if extent * SYM_ENTRY_SIZE[self.image.elf_class] > counted:
+            self.image.offset_of(single[DT_SYMTAB], extent * SYM_ENTRY_SIZE[self.image.elf_class],
+                                 f"dynamic symbol table (a relocation names symbol {extent - 1})")
         return extent
 
     def relocation_classes(self, dynamic: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:

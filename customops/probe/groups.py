@@ -152,6 +152,7 @@ def builtin_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str,
     found as the server's loader finds it (libtriton_tensorrt.so needs it: that library's RUNPATH, the plan's
     LD_LIBRARY_PATH, the container's ld.so.cache and library directories); or why there is none."""
     from customops.elf.cache import ElfReader
+    from customops.errors import ElfError
     from customops.linker.linkmap import LinkMap
     from customops.linker.search import LibrarySearch, LoadFailed
     from customops.linker.types import Environment
@@ -173,7 +174,7 @@ def builtin_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str,
         search = LibrarySearch(target, Environment(library_path=":".join(plan.library_path) or None), SERVER)
         search.machine = (info.machine_code, info.elf_class)
         path = search.find(name, LinkMap(loader[0], loader[1], info, None, os.path.dirname(loader[0]), 0))[1]
-    except (OSError, ValueError, LoadFailed) as exc:
+    except (OSError, ValueError, LoadFailed, ElfError) as exc:
         return f"{name} could not be looked up: {exc}"
     host = target.host_path(path) if path else None
     return (path, host) if path and host else f"the container has no {name} where {loader[0]} finds its libraries"
@@ -232,7 +233,12 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
     """The results of probing `sources` together: from the cache when an entry of exactly the right shape
     is there for these very libraries (a cache entry is untrusted input), else from a probe, then stored."""
     builtin = (runtime,) if framework == "tensorrt" and runtime else ()  # TensorRT's own plugin library, last
-    key = cache_key(settings, framework, identity, (*sources, *builtin))
+    kind = framework
+    if framework == "tensorrt":  # the results depend on customops' stand-in and how it is built
+        from customops.probe.tensorrt_standin import recipe_digest
+
+        kind = f"tensorrt-{recipe_digest()}"
+    key = cache_key(settings, kind, identity, (*sources, *builtin))
     hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
     if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in (*sources, *builtin)]:
         return tuple(ProbeResult.from_json(r) for r in hit)

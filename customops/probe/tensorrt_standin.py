@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
-from customops import cachedir, cleanup
+from customops import __version__, cachedir, cleanup
 from customops.elf.cache import ElfReader
 from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
 from customops.elf.records import ElfInfo
@@ -57,6 +57,7 @@ STUBS = "libcustomops_standin_stubs.so"
 WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol or version name the sources can carry as is
 REFUSED = " [refused: already registered by "
 OBJECT_LIMIT = 1 << 20  # bytes of zeros a stub object may have
+MAX_STUBS, MAX_PLACEHOLDERS = 50_000, 64  # what one stand-in build may hold (a hostile library cannot ask more)
 # The C++ runtime the stand-in is linked with, needed before the stubs: a library the stand-in loads first
 # looks its own names up in the stand-in's scope, where the stubs must not come before it (see _build)
 RUNTIME = ("-lstdc++", "-lm", "-lgcc_s", "-lc")
@@ -138,6 +139,10 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
     if unsupported is not None:
         return _unsupported(paths, majors, unsupported, supported)
     plan = _plan(paths, majors, next((m for m in majors if m is not None), supported[-1]), reader)
+    if len(plan.stubs) > MAX_STUBS or len(plan.placeholders) > MAX_PLACEHOLDERS:  # a bounded build, whatever the input
+        why = (f"the libraries need {len(plan.stubs)} stubs and {len(plan.placeholders)} placeholders, more than the "
+               f"stand-in builds ({MAX_STUBS} and {MAX_PLACEHOLDERS})")
+        return tuple(_unavailable(p, m, why) for p, m in zip(paths, majors, strict=True))
     with _StandIn(plan, cache_dir, use_cache) as built:
         if isinstance(built.error, str):
             return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
@@ -299,7 +304,10 @@ class _StandIn:
 
     def __enter__(self) -> _StandIn:
         text = "\0".join(f"{name}\0{text}" for name, text in sorted(self.sources.items()))
-        names = ("tensorrt-standin", hashlib.sha256(f"{self.major}\0{RUNTIME}\0{text}".encode()).hexdigest()[:32])
+        # what is built and how (this module holds the command lines); not the compiler: a stand-in built once
+        # serves a machine that has none since
+        recipe = f"{self.major}\0{RUNTIME}\0{recipe_digest()}\0{text}"
+        names = ("tensorrt-standin", hashlib.sha256(recipe.encode()).hexdigest()[:32])
         root = cachedir.trusted_root(self.cache_dir) if self.use_cache else None
         if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in self.files):
             self.directory = str(root.joinpath(*names))
@@ -344,6 +352,15 @@ class _StandIn:
                 last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
                 return f"building customops' TensorRT stand-in with {cxx} failed: {last.strip()}"
         return None
+
+
+def recipe_digest() -> str:
+    """What a probe's result depends on in customops itself (this module, the scope walk, the child script, the
+    stand-in's source, the version): part of the keys its results and builds are cached under."""
+    here = Path(__file__).resolve().parent
+    parts = [__version__, CHILD, SOURCE.read_text() if SOURCE.is_file() else "",
+             *((here / name).read_text() for name in ("tensorrt_standin.py", "tensorrt_scope.py"))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
 def compiler() -> str | None:

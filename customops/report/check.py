@@ -169,7 +169,8 @@ def to_gitlab(result, base: str | None) -> str:
 
 def _fingerprint(f: Finding, base: str | None) -> str:
     """The same for one finding wherever its lines move: code, model, library, symbol and path."""
-    identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, relative(f.file, base)))
+    identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, relative(f.file, base),
+                                            relative(f.artifact, base)))
     return hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()
 
 

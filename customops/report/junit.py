@@ -6,7 +6,7 @@ import os
 from collections import Counter, defaultdict
 
 from customops.codes import CODES, Severity
-from customops.findings import Finding
+from customops.findings import Finding, model_of
 from customops.report.check import relative
 from customops.report.escape import printable, xml
 
@@ -16,12 +16,13 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
     two repositories' models of one name stay apart, and a testcase per finding, failing at or above
     `fail_on`, passing with the finding as its output below it, so that dashboards show warnings too; a model
     without findings is one passing testcase. `elapsed`: the check's seconds, the root's time."""
-    groups: dict[str, list[Finding]] = defaultdict(list)
+    groups: dict[int, list[Finding]] = defaultdict(list)  # by the model's position: names may repeat
     for f in result.findings:
-        groups[f.model or ""].append(f)
-    suites = [(relative(m.path, base) or m.name, m.name, groups.get(m.name, [])) for m in result.models]
-    if groups.get(""):
-        suites.append(("(server)", "(server)", groups[""]))
+        model = model_of(f, result.models) if f.model else None
+        groups[-1 if model is None else result.models.index(model)].append(f)
+    suites = [(relative(m.path, base) or m.name, m.name, groups.get(i, [])) for i, m in enumerate(result.models)]
+    if groups.get(-1):
+        suites.append(("(server)", "(server)", groups[-1]))
     body, tests, failures = [], 0, 0
     for suite, model, found in suites:
         cases = _junit_cases(model, found, fail_on)
