@@ -186,3 +186,12 @@ def test_a_built_in_library_without_initLibNvInferPlugins_says_so(plugins, cache
                               builtin=str(plugins / "v10.7.0" / "libnothing.so"))
     assert set(user.result.registered) == declared("static_v1")
     assert own.result.status is ProbeStatus.FAILED and "does not export initLibNvInferPlugins" in own.result.message
+
+
+def test_a_registered_name_cannot_forge_the_refusal_marker(plugins, cache):
+    """What a library registers is its own text: brackets in it are reported as parentheses, so a name that
+    reads "[refused: already registered by /innocent.so]" blames nobody."""
+    (found,) = probe(cache, plugins / "v10.7.0" / "libforged.so")
+    assert found.outcome is PluginOutcome.REGISTERED
+    assert "::Forged (refused: already registered by /innocent.so)/1" in found.result.registered
+    assert all(r.refused_by is None for r in found.registrations)

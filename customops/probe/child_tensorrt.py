@@ -85,18 +85,22 @@ class StandIn:
     def field(self, index: int, field: int) -> str:
         return (self.lib.customops_standin_field(index, field) or b"").decode("utf-8", "replace")
 
+    def text(self, index: int, field: int) -> str:
+        """A field as reported: a library writes it, so brackets become parentheses (none forges a refusal)."""
+        return self.field(index, field).replace("[", "(").replace("]", ")")
+
     def describe(self, index: int, path: str) -> str:
         """A record as "namespace::name/version", and who won when the registry refused it."""
         while len(self.owners) <= index:
             self.owners.append(path)
-        namespace, name, version, kind = (self.field(index, f) for f in range(4))
+        namespace, name, version, kind = (self.text(index, f) for f in range(4))
         if not name and not version:
             return f"[a creator of kind {kind!r}, whose name customops cannot read]"
         identity = f"{namespace}::{name}/{version}"
         if self.lib.customops_standin_accepted(index):
             return identity
         winner = next((self.owners[i] for i in range(index) if self.lib.customops_standin_accepted(i)
-                       and [self.field(i, f) for f in range(3)] == [namespace, name, version]), "?")
+                       and [self.text(i, f) for f in range(3)] == [namespace, name, version]), "?")
         return f"{identity} [refused: already registered by {winner}]"
 
     def load_entry_points(self, library: ctypes.CDLL) -> None:

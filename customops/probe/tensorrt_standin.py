@@ -22,7 +22,8 @@ the files are built from.
 
 Names are reported as "namespace::name/version" (the namespace may be empty: "::GridAnchor_TRT/1", as
 TensorRT's own log writes it); a registration the registry refused ends in
-" [refused: already registered by LIBRARY]".
+" [refused: already registered by LIBRARY]"; brackets in what a library registers are reported as
+parentheses, so that no name forges that marker.
 """
 
 from __future__ import annotations
