@@ -178,3 +178,14 @@ def test_the_project_url_reports_link_to_is_the_one_the_package_declares():
     assert urls["Homepage"] == PROJECT_URL
     assert docs_url("CO101") == f"{PROJECT_URL}/blob/main/docs/codes/CO101.md"
     assert (ROOT / "docs" / "codes" / "CO101.md").is_file()
+
+
+def test_a_usage_error_still_writes_the_report_files(tmp_path):
+    """An unknown code in --select is a usage error (exit 2, check's usage line): the files are written first."""
+    sarif, junit = tmp_path / "out.sarif", tmp_path / "out.xml"
+    result = customops("check", str(tmp_path), "--triton-release", "25.03", "--select", "CO999", "--sarif",
+                       str(sarif), "--junit", str(junit))
+    assert result.returncode == 2 and "usage: customops check" in result.stderr
+    assert "CO999" in json.loads(sarif.read_text())["runs"][0]["invocations"][0]["toolExecutionNotifications"][0][
+        "message"]["text"]
+    assert "CO999" in junit.read_text()

@@ -102,13 +102,18 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     try:
         return _run(args, usage)
     except CustomopsError as exc:
-        from customops.report.check import error_report
-
-        for report_format, output in outputs(args):
-            if output and report_format in SCANNING_FORMATS:
-                with contextlib.suppress(CustomopsError):  # a file that cannot be written: the error stands alone
-                    emit(error_report(report_format, str(exc)), output)
+        error_reports(args, str(exc))
         raise
+
+
+def error_reports(args: argparse.Namespace, message: str) -> None:
+    """Each requested report file of a CI format, with the error as its one result (exit 2 follows)."""
+    from customops.report.check import error_report
+
+    for report_format, output in outputs(args):
+        if output and report_format in SCANNING_FORMATS:
+            with contextlib.suppress(CustomopsError):  # a file that cannot be written: the error stands alone
+                emit(error_report(report_format, message), output)
 
 
 def outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -122,6 +127,7 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
     CustomopsError."""
     def wrong(message: str) -> NoReturn:
         if usage is not None:
+            error_reports(args, message)  # the usage line exits: its report files are written first
             usage(message)
         raise CustomopsError(message)
 
