@@ -84,17 +84,24 @@ def test_real_framework_libraries_agree_with_readelf(module, parts, reader):
     assert_agrees_with_readelf(path, reader, symbols=path.stat().st_size < 100_000_000)
 
 
+def exporting_nothing(tmp_path: Path, source: str) -> Path:
+    """A library built from `source` that defines no dynamic symbol, with DT_GNU_HASH only."""
+    import subprocess
+
+    c = tmp_path / "constructor_only.c"
+    c.write_text(source)
+    library = tmp_path / "libconstructor_only.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--hash-style=gnu", "-Wl,--allow-shlib-undefined", str(c), "-o",
+                    str(library)], check=True, capture_output=True)
+    return library
+
+
 def test_a_library_that_exports_nothing_still_lists_what_it_imports(tmp_path, reader):
     """Its DT_GNU_HASH may start the hashed symbols (symoffset) at 1, below every import, and has no chain to
     end the count: the table reaches as far as its relocations name symbols, which is what ld.so resolves."""
-    import subprocess
-
-    source = tmp_path / "constructor_only.c"
-    source.write_text("#include <stdlib.h>\nint imported_value(void);\n"
-                      "__attribute__((constructor)) static void check(void) { if (imported_value()) abort(); }\n")
-    library = tmp_path / "libconstructor_only.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--hash-style=gnu", "-Wl,--allow-shlib-undefined", str(source),
-                    "-o", str(library)], check=True, capture_output=True)
+    source = ("#include <stdlib.h>\nint imported_value(void);\n"
+              "__attribute__((constructor)) static void check(void) { if (imported_value()) abort(); }\n")
+    library = exporting_nothing(tmp_path, source)
     info = reader.read(library)
     assert info.defined_count == 0 and info.layout.symbol_count > 1
     assert_agrees_with_readelf(library, reader)
@@ -108,12 +115,8 @@ def test_a_relocation_naming_a_symbol_past_the_table_of_a_library_exporting_noth
     import struct
     import subprocess
 
-    source = tmp_path / "constructor_only.c"
-    source.write_text("int imported_value(void);\n"
-                      "__attribute__((constructor)) static void check(void) { imported_value(); }\n")
-    library = tmp_path / "libconstructor_only.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--hash-style=gnu", "-Wl,--allow-shlib-undefined", str(source),
-                    "-o", str(library)], check=True, capture_output=True)
+    library = exporting_nothing(tmp_path, "int imported_value(void);\n"
+                                "__attribute__((constructor)) static void check(void) { imported_value(); }\n")
     listing = subprocess.run(["readelf", "-r", "-W", str(library)], capture_output=True, text=True).stdout
     (line,) = [x for x in listing.splitlines() if x.rstrip().endswith("imported_value + 0")]
     offset, info = (int(word, 16) for word in line.split()[:2])

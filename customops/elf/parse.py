@@ -139,8 +139,9 @@ class Parser:
         DT_GNU_HASH only). A relocation naming a symbol the table cannot hold inside the file is an ElfError,
         not a shorter table: a library that seemed to import nothing would be predicted to load."""
         extent = named_extent(self.image, single)
-        if extent * SYM_ENTRY_SIZE[self.image.elf_class] > counted:
-            self.image.offset_of(single[DT_SYMTAB], extent * SYM_ENTRY_SIZE[self.image.elf_class],
+        size = extent * SYM_ENTRY_SIZE[self.image.elf_class]
+        if size > counted:
+            self.image.offset_of(single[DT_SYMTAB], size,
                                  f"dynamic symbol table (a relocation names symbol {extent - 1})")
         return extent
 
