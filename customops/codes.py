@@ -234,17 +234,21 @@ _TABLE = (
          "Fix what the message names; if the probing interpreter is not the container's framework (CO507), "
          "probe with one that is (--probe-python)."),
     Code("CO410", W, "a TensorRT plugin library's registrations could not be seen",
-         "With --probe: a TensorRT plugin library, loaded in an isolated child process against customops' "
-         "recording stand-in for the libnvinfer.so.N it needs (there is no TensorRT to load it with), "
-         "registered no plugin creator, crashed or failed while loading there, or needs a libnvinfer major "
-         "the stand-in has no layout for. Its plugin names, and so its collisions, are unknown.",
-         "A library that registers nothing when loaded gives engines no plugins (deserialization fails with "
-         "\"getPluginCreator could not find plugin\"), unless it registers only when called (an "
-         "initLibNvInferPlugins-style function); one the stand-in cannot load may need real work from "
-         "TensorRT or CUDA while loading, which only the container can show.",
-         "Make the library register its creators when it is loaded (REGISTER_TENSORRT_PLUGIN, or the "
-         "getCreators/getPluginCreators entry points); confirm in the container with trtexec loading the "
-         "library (its plugin options) and its verbose log; or suppress this code for the library."),
+         "With --probe: a TensorRT plugin library, dlopen()ed in an isolated child process as Triton does, "
+         "registered no plugin creator (as one whose creators only its getCreators entry point returns: only "
+         "IPluginRegistry::loadLibrary registers those), crashed or failed there (against customops' stand-in "
+         "for libnvinfer), or needs a libnvinfer major the stand-in has no layout for.",
+         "Engines get none of its plugins (\"getPluginCreator could not find plugin\"), unless it registers "
+         "when called (an initLibNvInferPlugins-style function); one the stand-in cannot load may need real "
+         "work from TensorRT or CUDA while loading, which only the container can show.",
+         "Make the library register its creators when it is loaded (REGISTER_TENSORRT_PLUGIN, or a static "
+         "initializer calling registerCreator); confirm in the container with trtexec and its verbose log; or "
+         "suppress this code for the library."),
+    Code("CO411", W, "a TensorRT plugin creator is registered where no lookup finds it",
+         "With --probe: a library registers a creator in a namespace other than its own (REGISTER_TENSORRT_PLUGIN "
+         "uses \"\"); TensorRT's registry files it there, and getCreator looks only under the creator's own.",
+         "Engines needing it fail to deserialize: `getPluginCreator could not find plugin <name> version <v>`.",
+         "Register it in its own namespace (registerCreator(creator, creator.getPluginNamespace()))."),
     Code("CO501", E, "TensorRT major version mismatch",
          "A TensorRT plugin library needs libnvinfer.so.N of another major version than the container's.",
          "`libnvinfer.so.8: cannot open shared object file` or undefined TensorRT symbols.",

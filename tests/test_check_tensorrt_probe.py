@@ -23,6 +23,7 @@ from customops.probe.groups import ProbedGroup, ProbeSettings, probe_plan
 from customops.rules import probed_tensorrt
 from customops.triton.plan import LoadPlan, LoadStep
 from fixtures import tensorrt as built
+from fixtures import tensorrt_runtime, wheels
 
 pytestmark = [
     pytest.mark.skipif(not built.available(), reason=f"TensorRT's public headers are not under {built.HEADERS}"),
@@ -74,18 +75,46 @@ def test_the_plugin_library_loaded_second_loses_the_shared_name_to_the_first(plu
     report = check(repo, tree / "container", tmp_path)
     (duplicate,) = of(report, "CO406")
     assert duplicate["library"] == f"/models/seg/plugins/{second}"
-    assert duplicate["symbol"] == "dup_ns::FixtureShared/1"
+    assert duplicate["symbol"] == "::FixtureShared/1"
     assert f"/models/seg/plugins/{first} registered first" in duplicate["message"]
-    assert duplicate["predicted"] == "Plugin creator already registered - dup_ns::FixtureShared version 1"
+    assert duplicate["predicted"] == "Plugin creator already registered - ::FixtureShared version 1"
     assert duplicate["file"] == "customops.toml" and duplicate["artifact"] == f"seg/plugins/{second}"
     assert not of(report, "CO102")  # the repository is a valid one: only the collision is found
     (group,) = [g for g in report["probes"] if g["framework"] == "tensorrt"]
     registered = {lib["library"]: lib["registered"] for lib in group["libraries"]}
     own = {"libduplicate_a.so": "::FixtureOnlyA/1", "libduplicate_b.so": "::FixtureOnlyB/1"}
     for name, only in own.items():
-        assert sorted(registered[f"/models/seg/plugins/{name}"]) == sorted(["dup_ns::FixtureShared/1", only])
+        assert sorted(registered[f"/models/seg/plugins/{name}"]) == sorted(["::FixtureShared/1", only])
     assert any("TensorRT plugin libraries against customops' stand-in for libnvinfer.so.10" in n
                for n in report["notes"])
+
+
+def test_a_namespaced_creator_taking_an_earlier_librarys_place_is_CO406_and_neither_is_found(plugins, tree,
+                                                                                             tmp_path):
+    report = check(repository(tmp_path, plugins, "libduplicate_a.so", "libnamespaced_shared.so"), tree / "container",
+                   tmp_path)
+    (replaced,) = of(report, "CO406")
+    assert replaced["library"] == "/models/seg/plugins/libnamespaced_shared.so"
+    assert replaced["symbol"] == "own_ns::FixtureShared/1" and "getCreator finds neither" in replaced["message"]
+    assert "/models/seg/plugins/libduplicate_a.so registered ::FixtureShared/1 before" in replaced["message"]
+    assert replaced["predicted"] == "getPluginCreator could not find plugin FixtureShared version 1"
+    assert not of(report, "CO411")  # said once, by the CO406
+
+
+def test_a_namespaced_creator_registered_by_REGISTER_TENSORRT_PLUGIN_is_CO411(plugins, tree, tmp_path):
+    report = check(repository(tmp_path, plugins, "libstatic_v1.so"), tree / "container", tmp_path)
+    (lost,) = of(report, "CO411")
+    assert lost["symbol"] == "fixture_ns::FixtureNms/1" and "registered in ''" in lost["message"]
+    assert lost["predicted"] == "getPluginCreator could not find plugin FixtureNms version 1"
+
+
+def test_a_library_whose_creators_only_its_entry_points_return_is_CO410(plugins, tree, tmp_path):
+    report = check(repository(tmp_path, plugins, "libentry_v3.so"), tree / "container", tmp_path)
+    (unseen,) = of(report, "CO410")
+    assert "registered no plugin creator" in unseen["message"] and "loadLibrary" in unseen["evidence"][0]
+    (group,) = [g for g in report["probes"] if g["framework"] == "tensorrt"]
+    (library,) = group["libraries"]
+    assert all(name.endswith(" [entry point: not registered by dlopen]") for name in library["registered"])
 
 
 def test_a_plugin_library_that_registers_nothing_is_CO410_not_a_pass(plugins, tree, tmp_path):
@@ -163,7 +192,7 @@ def test_the_built_in_names_are_read_from_the_containers_own_library(plugins, co
 
 
 def test_a_container_without_libnvinfer_plugin_probes_no_built_in(plugins, tree, tmp_path):
-    group = probed_group(plugins, tree / "container", tmp_path, "libstatic_v1.so")
+    group = probed_group(plugins, tree / "container", tmp_path, "libduplicate_a.so")
     assert group.builtin is not None and group.builtin.result is None
     assert probed_tensorrt.check(group) == []
     (note,) = probed_tensorrt.notes(group)
@@ -188,3 +217,30 @@ def test_a_cached_probe_result_is_used_only_while_customops_own_stand_in_recipe_
     monkeypatch.setattr(tensorrt_standin, "recipe_digest", lambda: "another recipe")
     assert probed_group(plugins, tree / "container", tmp_path, "libstatic_v1.so").alone == first.alone
     assert len(calls) == 1
+
+
+def test_a_container_whose_libnvinfer_loads_here_has_tensorrts_own_registry_answer(plugins, container, tmp_path):
+    """The container's libnvinfer.so.10 (here TensorRT's real dispatch runtime under that name), found as the
+    TensorRT backend finds it, answers the registrations; the notes say so."""
+    try:
+        runtime = tensorrt_runtime.runtime(10)
+    except wheels.Unavailable as exc:
+        pytest.skip(str(exc))
+    installed = container / BUILTIN_DIRECTORY.lstrip("/") / "libnvinfer.so.10"
+    shutil.copy(runtime.directory / "libnvinfer.so.10", installed)
+    report = check(repository(tmp_path, plugins, "libduplicate_a.so", "libduplicate_b.so"), container, tmp_path)
+    (duplicate,) = of(report, "CO406")
+    assert duplicate["library"] == "/models/seg/plugins/libduplicate_b.so"
+    (note,) = [n for n in report["notes"] if n.startswith("probed 2 TensorRT plugin libraries")]
+    assert f"against TensorRT's own registry in {installed}, recorded by customops' stand-in" in note
+
+
+def test_a_containers_libnvinfer_that_does_not_answer_leaves_the_stand_in_to_answer(plugins, tree, tmp_path):
+    """The fixture container's libnvinfer.so.10 has a getPluginRegistry() whose object is no registry: asked in a
+    preflight run, it crashes there, and the probe answers with the stand-in's registry, saying why."""
+    repo = repository(tmp_path, plugins, "libduplicate_a.so", "libduplicate_b.so")
+    report = check(repo, tree / "container", tmp_path)
+    assert of(report, "CO406") and not of(report, "CO410")
+    (note,) = [n for n in report["notes"] if n.startswith("probed 2 TensorRT plugin libraries")]
+    assert "against customops' stand-in for libnvinfer.so.10 (TensorRT's own " in note
+    assert "libnvinfer.so.10 did not answer here: " in note and "SIGSEGV" in note, note

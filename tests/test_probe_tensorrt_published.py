@@ -21,6 +21,7 @@ import pytest
 
 from customops.probe import tensorrt_standin
 from customops.probe.results import ProbeStatus
+from customops.probe.tensorrt_registrations import Fate
 from customops.probe.tensorrt_standin import PluginOutcome, PluginProbe, probe_plugins
 from fixtures import wheels
 
@@ -91,7 +92,7 @@ def test_torch_tensorrt_lists_the_names_its_sources_declare(cache, version):
     found = probe(cache, files["libtorchtrt_plugins.so"])
     assert found.outcome is PluginOutcome.REGISTERED and found.major == major, found.result
     assert set(found.result.registered) == {f"torch_tensorrt::{name}/{v}" for name, v in names.items()}
-    assert all(r.refused_by is None for r in found.registrations)
+    assert all(r.fate is Fate.FOUND for r in found.registrations)  # registered in the creators' own namespace
     assert "placeholders for" in found.result.message and "libc10.so" in found.result.message
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 UNUSED = "CO107"
 CODES = frozenset({UNUSED})  # the findings it emits
-PROBE_ONLY = frozenset({"CO409", "CO410", "CO507"})  # produced only by --probe
+PROBE_ONLY = frozenset({"CO409", "CO410", "CO411", "CO507"})  # produced only by --probe
 NEEDS_FILES = frozenset({"CO408"})  # needs the container's own files (a root), not a profile's skeleton
 DIRECTIVE = re.compile(r"customops:\s*(?P<kind>ignore-file|ignore)\s*\[(?P<codes>[^\]]*)\](?P<rest>.*)")
 SHOWN = 120  # the most of a comment a CO107 message quotes

@@ -137,18 +137,24 @@ def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings, plan: 
     from customops.probe.tensorrt_standin import SOURCE
 
     sources = tuple(s.source for s in steps)
-    alone = tuple(cached_results(settings, "tensorrt", None, str(SOURCE), (source,))[0] for source in sources)
-    found = builtin_library(plan, settings, sources)
+    own = tensorrt_library(plan, settings, sources, "libnvinfer")  # its registry answers, where it loads here
+    registry = own[1] if isinstance(own, tuple) else None
+    identity = registry or str(SOURCE)
+    alone = tuple(cached_results(settings, "tensorrt", None, identity, (source,), registry)[0] for source in sources)
+    found = tensorrt_library(plan, settings, sources, "libnvinfer_plugin")
     if isinstance(found, str):
-        together = cached_results(settings, "tensorrt", None, str(SOURCE), sources) if len(sources) > 1 else alone
+        together = cached_results(settings, "tensorrt", None, identity, sources, registry) if len(sources) > 1 \
+            else alone
         return ProbedGroup("tensorrt", None, steps, None, alone, together, builtin=BuiltinPlugins("", None, found))
-    *probed, builtin = cached_results(settings, "tensorrt", found[1], str(SOURCE), sources)
+    *probed, builtin = cached_results(settings, "tensorrt", found[1], identity, sources, registry)
     return ProbedGroup("tensorrt", None, steps, None, alone, tuple(probed),
                        builtin=BuiltinPlugins(found[0], builtin))
 
 
-def builtin_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str, ...]) -> tuple[str, str] | str:
-    """(target path, host path) of the container's libnvinfer_plugin.so.N, N the major the libraries need,
+def tensorrt_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str, ...],
+                     stem: str) -> tuple[str, str] | str:
+    """(target path, host path) of the container's `stem`.so.N (libnvinfer_plugin, libnvinfer), N the major the
+    libraries need,
     found as the server's loader finds it (libtriton_tensorrt.so needs it: that library's RUNPATH, the plan's
     LD_LIBRARY_PATH, the container's ld.so.cache and library directories); or why there is none."""
     from customops.elf.cache import ElfReader
@@ -163,7 +169,7 @@ def builtin_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str,
     major = next((m for m in (needed_major(s, reader) for s in sources) if m is not None), None)
     if target is None or major is None:
         return "no container root to find it in" if target is None else "the plugin libraries need no libnvinfer"
-    name = f"libnvinfer_plugin.so.{major}"
+    name = f"{stem}.so.{major}"
     backend = next((s for s in plan.dlopens if s.purpose == "backend library"
                     and os.path.basename(s.source) == "libtriton_tensorrt.so"), None)
     loader = (backend.path, backend.source) if backend else (SERVER, target.host_path(SERVER))
@@ -229,9 +235,10 @@ def cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources:
 
 
 def cached_results(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
-                   sources: tuple[str, ...]) -> tuple[ProbeResult, ...]:
+                   sources: tuple[str, ...], registry: str | None = None) -> tuple[ProbeResult, ...]:
     """The results of probing `sources` together: from the cache when an entry of exactly the right shape
-    is there for these very libraries (a cache entry is untrusted input), else from a probe, then stored."""
+    is there for these very libraries (a cache entry is untrusted input), else from a probe, then stored.
+    TensorRT: `runtime` is the container's libnvinfer_plugin, `registry` its libnvinfer (also `identity`)."""
     builtin = (runtime,) if framework == "tensorrt" and runtime else ()  # TensorRT's own plugin library, last
     kind = framework
     if framework == "tensorrt":  # the results depend on customops' stand-in and how it is built
@@ -247,7 +254,8 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
 
         results = tuple(p.result for p in probe_plugins(sources, settings.python, settings.timeout,
                                                         cache_dir=settings.cache_dir,
-                                                        use_cache=settings.cache_dir is not None, builtin=runtime))
+                                                        use_cache=settings.cache_dir is not None, builtin=runtime,
+                                                        registry=registry))
     else:
         results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
     if key is not None and all(r.status not in (ProbeStatus.TIMED_OUT, ProbeStatus.UNAVAILABLE) for r in results):

@@ -1,9 +1,9 @@
 """Which TensorRT plugin creators a library registers, learnt without TensorRT and without a GPU.
 
-Triton's TensorRT backend loads plugin libraries (--backend-config=tensorrt,plugins=..., LD_PRELOAD) whose
-static initializers register plugin creators in TensorRT's global registry, and TensorRT refuses a creator
-whose (namespace, name, version) is already registered: the first registration wins. TensorRT's libraries
-cannot be installed everywhere customops runs, so the probe loads each library, in the isolated child
+Triton's TensorRT backend dlopen()s plugin libraries (--backend-config=tensorrt,plugins=..., LD_PRELOAD)
+whose static initializers register plugin creators in TensorRT's global registry, which refuses a creator
+whose identity is already filed: the first registration wins (customops.probe.tensorrt_registrations).
+XX
 (customops/probe/sandbox.py, the script customops/probe/child_tensorrt.py), against a recording stand-in
 for libnvinfer.so.N compiled from customops/data/tensorrt_standin/standin.cpp: N is the major the library
 itself needs (its DT_NEEDED), because a stand-in of another layout records nothing, silently.
@@ -20,10 +20,8 @@ stub returns 0 (or is zeros): a static initializer that needs real work from one
 reported as a crash. All is built with the machine's C++ compiler into customops' cache, keyed by what
 the files are built from.
 
-Names are reported as "namespace::name/version" (the namespace may be empty: "::GridAnchor_TRT/1", as
-TensorRT's own log writes it); a registration the registry refused ends in
-" [refused: already registered by LIBRARY]"; brackets in what a library registers are reported as
-parentheses, so that no name forges that marker.
+Names are reported as "namespace::name/version" and what became of each registration
+(customops.probe.tensorrt_registrations).
 """
 
 from __future__ import annotations
@@ -48,6 +46,7 @@ from customops.errors import ElfError
 from customops.probe import sandbox
 from customops.probe.frameworks import _Reported
 from customops.probe.results import ProbeResult, ProbeStatus
+from customops.probe.tensorrt_registrations import Fate, Registration
 from customops.probe.tensorrt_scope import NEEDED, defined_in_scope
 from customops.probe.tensorrt_scope import missing as missing_here
 
@@ -56,7 +55,6 @@ CHILD = Path(__file__).with_name("child_tensorrt.py").read_text()  # run in the 
 COMPILERS = ("c++", "g++", "clang++")  # the first one on PATH builds the stand-in
 STUBS = "libcustomops_standin_stubs.so"
 WRITABLE_NAME = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")  # a symbol or version name the sources can carry as is
-REFUSED = " [refused: already registered by "
 OBJECT_LIMIT = 1 << 20  # bytes of zeros a stub object may have
 MAX_STUBS, MAX_PLACEHOLDERS = 50_000, 64  # what one stand-in build may hold (a hostile library cannot ask more)
 # The C++ runtime the stand-in is linked with, needed before the stubs: a library the stand-in loads first
@@ -75,24 +73,6 @@ class PluginOutcome(str, Enum):
 
     def __str__(self) -> str:
         return str(self.value)
-
-
-@dataclass(frozen=True)
-class Registration:
-    """One registration attempt, as a reported name holds it."""
-
-    namespace: str
-    name: str
-    version: str
-    refused_by: str | None  # the library whose registration won, when this one was refused
-
-    @classmethod
-    def parse(cls, text: str) -> Registration:
-        """From the "namespace::name/version[ [refused: already registered by LIB]]" form."""
-        head, refused, by = text.partition(REFUSED)
-        identity, _, version = head.rpartition("/")
-        namespace, _, name = identity.partition("::")
-        return cls(namespace, name, version, by[:-1] if refused else None)
 
 
 @dataclass(frozen=True)
@@ -122,13 +102,14 @@ def needed_major(path: str, reader: ElfReader) -> int | None:
 
 def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
                   cache_dir: Path | str | None = None, use_cache: bool = True,
-                  builtin: str | None = None) -> tuple[PluginProbe, ...]:
+                  builtin: str | None = None, registry: str | None = None) -> tuple[PluginProbe, ...]:
     """Load `libraries` in order into one isolated process against the stand-in of the libnvinfer major they
     need, and report on each: what it registered (the names, in PluginProbe.result.registered) and how.
     `cache_dir`: where the built stand-in is kept (default: customops' cache directory; none without
     `use_cache`, as check --no-cache). `builtin`: TensorRT's own libnvinfer_plugin.so.N, whose
     initLibNvInferPlugins is called after the libraries, as Triton's TensorRT backend does: one more result,
-    the last, holds its built-in creators."""
+    the last, holds its built-in creators. `registry`: TensorRT's own libnvinfer.so.N (a container's), whose
+    registry answers the registrations where it loads on this machine (the results' framework_version says)."""
     paths = tuple(os.path.abspath(lib) for lib in (*libraries, *([builtin] if builtin else [])))
     if not SOURCE.is_file():  # an installation without its package data
         return tuple(_unavailable(p, None, f"customops' TensorRT stand-in source {SOURCE} is missing") for p in paths)
@@ -148,14 +129,31 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
         if isinstance(built.error, str):
             return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
         users = paths[:-1] if builtin else paths
+        unanswered = _unanswered(registry, built, python or sys.executable, timeout, memory_mb) if registry else None
+        if unanswered is not None:
+            registry = None
         arguments = [built.library, str(len(built.placeholders)), *built.placeholders, paths[-1] if builtin else "",
-                     *users]
-        run = sandbox.run(python or sys.executable, CHILD, arguments, timeout, memory_mb, (*paths, *built.paths()))
+                     registry or "", *users]
+        readable = (*paths, *built.paths(), *([registry] if registry else []))
+        run = sandbox.run(python or sys.executable, CHILD, arguments, timeout, memory_mb, readable)
     if run.error is not None:
         return tuple(_unavailable(p, m, f"the probe's sandbox failed: {run.error}")
                      for p, m in zip(paths, majors, strict=True))
     results = _Reported(run, timeout).each(paths)
+    if unanswered is not None:
+        results = tuple(replace(r, framework_version=f"{r.framework_version} ({unanswered})") for r in results)
     return tuple(_judged(r, m, plan.note()) for r, m in zip(results, majors, strict=True))
+
+
+def _unanswered(registry: str, built: _StandIn, python: str, timeout: float, memory_mb: int) -> str | None:
+    """Why TensorRT's own registry in `registry` cannot answer: a preflight run of the loader hands it over and
+    asks it one question, with no plugin library; a file of another layout (or no TensorRT at all) crashes
+    there, not in the run that probes. None when it answers, or does not load (the probing run says so)."""
+    run = sandbox.run(python, CHILD, [built.library, "0", "", registry], timeout, memory_mb, (*built.paths(), registry))
+    if run.error is None and run.finished:
+        return None
+    why = run.error or _Reported(run, timeout).ended(registry, after_loaded=False).message
+    return f"TensorRT's own {registry} did not answer here: {why}"
 
 
 def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60,
@@ -167,9 +165,13 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
 def _judged(result: ProbeResult, major: int | None, note: str) -> PluginProbe:
     if result.status is not ProbeStatus.LOADED:
         return PluginProbe(result, PluginOutcome.NOT_LOADED, major)
-    if result.registered:
+    offered = [Registration.parse(name) for name in result.registered]
+    if any(r.fate is not Fate.ENTRY_POINT for r in offered):
         return PluginProbe(replace(result, message=note), PluginOutcome.REGISTERED, major)
     nothing = "loaded, but registered no TensorRT plugin creator"
+    if offered:
+        nothing += (f": only its getCreators/getPluginCreators returns its {len(offered)} creator(s), which "
+                    "TensorRT registers from IPluginRegistry::loadLibrary alone, and Triton dlopen()s plugin libraries")
     return PluginProbe(replace(result, message=f"{nothing} ({note})" if note else nothing),
                        PluginOutcome.REGISTERED_NOTHING, major)
 

@@ -67,9 +67,10 @@ def notes(probes: Probes) -> list[str]:
             found.append(f"not probed: {why}")
             continue
         if group.framework == "tensorrt":
+            how = "TensorRT's other entry points are stubs" if group.version.startswith("TensorRT's own") else \
+                "a recording registry; TensorRT itself is not loaded"
             found.append(f"probed {len(group.steps)} TensorRT plugin librar{'y' if len(group.steps) == 1 else 'ies'} "
-                         f"against {group.version or 'customops stand-in for libnvinfer'} (a recording registry; "
-                         "TensorRT itself is not loaded)")
+                         f"against {group.version or 'customops stand-in for libnvinfer'} ({how})")
             found += probed_tensorrt.notes(group)
             continue
         where = f" for model '{group.model}'" if group.model else ""

@@ -72,17 +72,28 @@ public:
 #endif
 
 // -- what was registered ------------------------------------------------------------------------------------
+// The registry's rules, as TensorRT's own registry (libnvinfer_dispatch/libnvinfer_lean 10 and 11) keeps them
+// (tests/test_probe_tensorrt_real.py compares): registerCreator(creator, ns) files the creator under
+// (name, version, ns), replacing what was filed there, unless something is already filed under
+// (name, version, the creator's own namespace), which refuses it; getCreator(name, version, ns) finds what is
+// filed under (name, version, ns) only when that creator's own namespace is ns. REGISTER_TENSORRT_PLUGIN passes
+// ns "", so a creator with a namespace of its own is filed where no lookup finds it.
 constexpr int kRecords = 4096;
 constexpr size_t kText = 256;
 
 struct Record {
     void const* creator;
-    char ns[kText], name[kText], version[kText], kind[kText];
-    bool accepted;  // false: refused, the same (namespace, name, version) was registered before
+    char ns[kText], name[kText], version[kText], kind[kText], given[kText];  // ns: the creator's own
+    bool accepted;   // false: refused (other: the record filed under its identity), or read from an entry point
+    bool found;      // accepted, and getCreator found it under its own namespace right after
+    bool entry;      // returned by getCreators/getPluginCreators, which a dlopen() never calls: not registered
+    int32_t other;   // refused: the record that refused it; accepted: the record it replaced; else -1
 };
 
 Record records[kRecords];
 int count = 0;
+int32_t filed[kRecords];  // the registry's table: record indexes, keyed by (name, version, given) of each
+int nfiled = 0;
 
 void copy(char* to, Text from) {
     if (from == nullptr) from = "";
@@ -91,35 +102,60 @@ void copy(char* to, Text from) {
     to[n] = '\0';
 }
 
-bool same(Record const& a, Record const& b) {
-    return strcmp(a.ns, b.ns) == 0 && strcmp(a.name, b.name) == 0 && strcmp(a.version, b.version) == 0;
+int slot(char const* name, char const* version, char const* ns) {  // where (name, version, ns) is filed, or -1
+    for (int i = 0; i < nfiled; ++i) {
+        Record const& r = records[filed[i]];
+        if (strcmp(r.name, name) == 0 && strcmp(r.version, version) == 0 && strcmp(r.given, ns) == 0) return i;
+    }
+    return -1;
 }
 
-// Record one attempt; the registry's answer: refused when an accepted record has the same identity.
-bool record(void const* creator, Text kind, Text name, Text version, Text ownNamespace, Text givenNamespace) {
-    if (count == kRecords) return false;
+// Record one attempt (or one creator an entry point returned): its index (-1 when there is no room left).
+int record(void const* creator, Text kind, Text name, Text version, Text ownNamespace, Text givenNamespace,
+           bool entry) {
+    if (count == kRecords) return -1;
     Record& r = records[count];
     r.creator = creator;
     copy(r.kind, kind);
     copy(r.name, name);
     copy(r.version, version);
-    copy(r.ns, givenNamespace != nullptr && givenNamespace[0] != '\0' ? givenNamespace : ownNamespace);
-    r.accepted = true;
-    for (int i = 0; i < count; ++i) {
-        if (records[i].accepted && same(records[i], r)) r.accepted = false;
+    copy(r.ns, ownNamespace);
+    copy(r.given, givenNamespace);
+    r.accepted = false;
+    r.entry = entry;
+    r.other = -1;
+    int held = entry ? -1 : slot(r.name, r.version, r.ns);
+    if (!entry && held >= 0) {
+        r.other = filed[held];
+    } else if (!entry) {
+        int replaced = slot(r.name, r.version, r.given);
+        if (replaced >= 0) {
+            r.other = filed[replaced];
+            filed[replaced] = count;
+        } else {
+            filed[nfiled++] = count;
+        }
+        r.accepted = true;
     }
-    ++count;
-    return r.accepted;
+    r.found = r.accepted && strcmp(r.ns, r.given) == 0;
+    return count++;
+}
+
+bool answer(int i) { return i >= 0 && records[i].accepted; }
+
+// TensorRT's own answer to record i's registration, and whether its getCreator finds the creator right after.
+bool settle(int i, bool taken, void const* lookedUp) {
+    if (i < 0) return taken;
+    records[i].accepted = taken;
+    records[i].found = taken && lookedUp == records[i].creator;
+    return taken;
 }
 
 void const* find(Text name, Text version, Text ns) {
-    for (int i = 0; i < count; ++i) {
-        Record const& r = records[i];
-        if (r.accepted && name && version && strcmp(r.name, name) == 0 && strcmp(r.version, version) == 0
-            && strcmp(r.ns, ns ? ns : "") == 0)
-            return r.creator;
-    }
-    return nullptr;
+    if (name == nullptr || version == nullptr) return nullptr;
+    if (ns == nullptr) ns = "";
+    int i = slot(name, version, ns);
+    return i >= 0 && strcmp(records[filed[i]].ns, ns) == 0 ? records[filed[i]].creator : nullptr;
 }
 
 void const* accepted[kRecords];
@@ -133,33 +169,49 @@ void const* const* list(int32_t* n) {
 }
 
 #if CUSTOMOPS_MAJOR == 8
-bool registerV1(CreatorV1& c, Text ns) {
-    return record(&c, "PLUGIN CREATOR_V1", c.getPluginName(), c.getPluginVersion(), c.getPluginNamespace(), ns);
+int registerV1(CreatorV1& c, Text ns, bool entry = false) {
+    return record(&c, "PLUGIN CREATOR_V1", c.getPluginName(), c.getPluginVersion(), c.getPluginNamespace(), ns,
+                  entry);
 }
 #else
 // A creator keeps its identity in slots that depend on its kind: dispatch on getInterfaceInfo().kind.
-bool registerAny(Versioned& c, Text ns) {
+int registerAny(Versioned& c, Text ns, bool entry = false) {
     InterfaceInfo info = c.getInterfaceInfo();
     Text kind = info.kind ? info.kind : "";
     if (strcmp(kind, "PLUGIN CREATOR_V1") == 0) {
         auto& v1 = static_cast<CreatorV1&>(c);
-        return record(&c, kind, v1.getPluginName(), v1.getPluginVersion(), v1.getPluginNamespace(), ns);
+        return record(&c, kind, v1.getPluginName(), v1.getPluginVersion(), v1.getPluginNamespace(), ns, entry);
     }
     if (strncmp(kind, "PLUGIN CREATOR_V3", 17) == 0) {
         auto& v3 = static_cast<CreatorV3&>(c);
-        return record(&c, kind, v3.getPluginName(), v3.getPluginVersion(), v3.getPluginNamespace(), ns);
+        return record(&c, kind, v3.getPluginName(), v3.getPluginVersion(), v3.getPluginNamespace(), ns, entry);
     }
-    return record(&c, kind, "", "", "", ns);  // a kind without a known layout: recorded, nameless
+    return record(&c, kind, "", "", "", ns, entry);  // a kind without a known layout: recorded, nameless
 }
 #endif
 
 // -- the registry, in IPluginRegistry's virtual method order ------------------------------------------------
+// With TensorRT's own registry handed over (customops_standin_forward: a container's real libnvinfer), each
+// registration is still recorded, and TensorRT's registry answers it and every lookup.
+class Registry;
+Registry* real = nullptr;
+
+#define LOOKUP(i, call) (i >= 0 ? real->call(records[i].name, records[i].version, records[i].ns) : nullptr)
+#define REGISTER(recorded, lookup)                                                                             \
+    int i = recorded;                                                                                          \
+    if (real == nullptr) return answer(i);                                                                     \
+    bool taken = real->registerCreator(c, ns);                                                                 \
+    return settle(i, taken, LOOKUP(i, lookup))
+#define FORWARDED(call, otherwise) return real != nullptr ? real->call : otherwise
+
 #if CUSTOMOPS_MAJOR == 8
 class Registry {
 public:
-    virtual bool registerCreator(CreatorV1& c, Text ns) noexcept { return registerV1(c, ns); }
-    virtual void const* const* getPluginCreatorList(int32_t* n) const noexcept { return list(n); }
-    virtual void const* getPluginCreator(Text name, Text version, Text ns) noexcept { return find(name, version, ns); }
+    virtual bool registerCreator(CreatorV1& c, Text ns) noexcept { REGISTER(registerV1(c, ns), getPluginCreator); }
+    virtual void const* const* getPluginCreatorList(int32_t* n) const noexcept {
+        FORWARDED(getPluginCreatorList(n), list(n)); }
+    virtual void const* getPluginCreator(Text name, Text version, Text ns) noexcept {
+        FORWARDED(getPluginCreator(name, version, ns), find(name, version, ns)); }
     virtual ~Registry() noexcept = default;
     virtual void setErrorRecorder(void*) noexcept {}
     virtual void* getErrorRecorder() const noexcept { return nullptr; }
@@ -172,9 +224,11 @@ public:
 #elif CUSTOMOPS_MAJOR == 10
 class Registry {
 public:
-    virtual bool registerCreator(CreatorV1& c, Text ns) noexcept { return registerAny(c, ns); }
-    virtual void const* const* getPluginCreatorList(int32_t* n) const noexcept { return list(n); }
-    virtual void const* getPluginCreator(Text name, Text version, Text ns) noexcept { return find(name, version, ns); }
+    virtual bool registerCreator(CreatorV1& c, Text ns) noexcept { REGISTER(registerAny(c, ns), getCreator); }
+    virtual void const* const* getPluginCreatorList(int32_t* n) const noexcept {
+        FORWARDED(getPluginCreatorList(n), list(n)); }
+    virtual void const* getPluginCreator(Text name, Text version, Text ns) noexcept {
+        FORWARDED(getPluginCreator(name, version, ns), find(name, version, ns)); }
     virtual ~Registry() noexcept = default;
     virtual void setErrorRecorder(void*) noexcept {}
     virtual void* getErrorRecorder() const noexcept { return nullptr; }
@@ -183,13 +237,15 @@ public:
     virtual void setParentSearchEnabled(bool) {}
     virtual void* loadLibrary(Text) noexcept { return nullptr; }
     virtual void deregisterLibrary(void*) noexcept {}
-    virtual bool registerCreator(Versioned& c, Text ns) noexcept { return registerAny(c, ns); }
-    virtual void const* const* getAllCreators(int32_t* n) const noexcept { return list(n); }
-    virtual void const* getCreator(Text name, Text version, Text ns) noexcept { return find(name, version, ns); }
+    virtual bool registerCreator(Versioned& c, Text ns) noexcept { REGISTER(registerAny(c, ns), getCreator); }
+    virtual void const* const* getAllCreators(int32_t* n) const noexcept { FORWARDED(getAllCreators(n), list(n)); }
+    virtual void const* getCreator(Text name, Text version, Text ns) noexcept {
+        FORWARDED(getCreator(name, version, ns), find(name, version, ns)); }
     virtual bool deregisterCreator(Versioned const&) noexcept { return false; }
     virtual void* acquirePluginResource(Text, void* resource) noexcept { return resource; }
     virtual int32_t releasePluginResource(Text) noexcept { return 0; }
-    virtual void const* const* getAllCreatorsRecursive(int32_t* n) noexcept { return list(n); }
+    virtual void const* const* getAllCreatorsRecursive(int32_t* n) noexcept {
+        FORWARDED(getAllCreatorsRecursive(n), list(n)); }
 };
 #else  // 11: the IPluginCreator methods are gone, the destructor comes first
 class Registry {
@@ -201,13 +257,15 @@ public:
     virtual void setParentSearchEnabled(bool) {}
     virtual void* loadLibrary(Text) noexcept { return nullptr; }
     virtual void deregisterLibrary(void*) noexcept {}
-    virtual bool registerCreator(Versioned& c, Text ns) noexcept { return registerAny(c, ns); }
-    virtual void const* const* getAllCreators(int32_t* n) const noexcept { return list(n); }
-    virtual void const* getCreator(Text name, Text version, Text ns) noexcept { return find(name, version, ns); }
+    virtual bool registerCreator(Versioned& c, Text ns) noexcept { REGISTER(registerAny(c, ns), getCreator); }
+    virtual void const* const* getAllCreators(int32_t* n) const noexcept { FORWARDED(getAllCreators(n), list(n)); }
+    virtual void const* getCreator(Text name, Text version, Text ns) noexcept {
+        FORWARDED(getCreator(name, version, ns), find(name, version, ns)); }
     virtual bool deregisterCreator(Versioned const&) noexcept { return false; }
     virtual void* acquirePluginResource(Text, void* resource) noexcept { return resource; }
     virtual int32_t releasePluginResource(Text) noexcept { return 0; }
-    virtual void const* const* getAllCreatorsRecursive(int32_t* n) noexcept { return list(n); }
+    virtual void const* const* getAllCreatorsRecursive(int32_t* n) noexcept {
+        FORWARDED(getAllCreatorsRecursive(n), list(n)); }
 };
 #endif
 
@@ -260,23 +318,41 @@ EXPORT Logger* getLogger() noexcept { return &logger; }
 EXPORT int32_t customops_standin_major() { return CUSTOMOPS_MAJOR; }
 EXPORT int32_t customops_standin_count() { return count; }
 EXPORT int32_t customops_standin_accepted(int32_t i) { return i >= 0 && i < count && records[i].accepted; }
+EXPORT int32_t customops_standin_entry(int32_t i) { return i >= 0 && i < count && records[i].entry; }
+EXPORT int32_t customops_standin_found(int32_t i) { return i >= 0 && i < count && records[i].found; }
 
-EXPORT Text customops_standin_field(int32_t i, int32_t field) {  // 0 namespace, 1 name, 2 version, 3 kind
+// Hand over TensorRT's own registry (what a real libnvinfer's getPluginRegistry() returned): it answers from now.
+// How many creators it holds already (a call through its vtable: one of another layout may crash here).
+EXPORT int32_t customops_standin_forward(void* registry) {
+    real = static_cast<Registry*>(registry);
+    int32_t n = 0;
+#if CUSTOMOPS_MAJOR == 8
+    real->getPluginCreatorList(&n);
+#else
+    real->getAllCreators(&n);
+#endif
+    return n;
+}
+EXPORT int32_t customops_standin_other(int32_t i) { return i >= 0 && i < count ? records[i].other : -1; }
+
+// 0 the creator's own namespace, 1 name, 2 version, 3 kind, 4 the namespace it was registered in
+EXPORT Text customops_standin_field(int32_t i, int32_t field) {
     if (i < 0 || i >= count) return "";
     Record const& r = records[i];
-    return field == 0 ? r.ns : field == 1 ? r.name : field == 2 ? r.version : r.kind;
+    return field == 0 ? r.ns : field == 1 ? r.name : field == 2 ? r.version : field == 3 ? r.kind : r.given;
 }
 
 EXPORT void* customops_standin_logger_finder() { return &finder; }
 
-// As the registry's loadLibrary does with what getCreators/getPluginCreators returned: register each one.
-EXPORT void customops_standin_register(void* const* creators, int32_t n) {
+// What getCreators/getPluginCreators returned: read, not registered (only IPluginRegistry::loadLibrary calls them,
+// registering each creator in its own namespace; a dlopen(), as Triton loads plugins=, does not).
+EXPORT void customops_standin_entry_points(void* const* creators, int32_t n) {
     for (int32_t i = 0; creators != nullptr && i < n; ++i) {
         if (creators[i] == nullptr) continue;
 #if CUSTOMOPS_MAJOR == 8
-        registerV1(*static_cast<CreatorV1*>(creators[i]), "");
+        registerV1(*static_cast<CreatorV1*>(creators[i]), "", true);
 #else
-        registerAny(*static_cast<Versioned*>(creators[i]), "");
+        registerAny(*static_cast<Versioned*>(creators[i]), "", true);
 #endif
     }
 }
