@@ -101,6 +101,18 @@ def test_a_namespaced_creator_taking_an_earlier_librarys_place_is_CO406_and_neit
     assert not of(report, "CO411")  # said once, by the CO406
 
 
+def test_a_creator_refused_by_an_unreachable_one_is_CO406_and_neither_is_found(plugins, tree, tmp_path):
+    report = check(repository(tmp_path, plugins, "libnamespaced_shared.so", "libduplicate_a.so"), tree / "container",
+                   tmp_path)
+    (refused,) = of(report, "CO406")
+    assert refused["library"] == "/models/seg/plugins/libduplicate_a.so" and refused["symbol"] == "::FixtureShared/1"
+    assert "(whose creator names namespace 'own_ns' but was registered in '')" in refused["message"]
+    assert refused["message"].endswith("TensorRT's registry refuses the second registration, and getCreator finds "
+                                       "neither")
+    (lost,) = of(report, "CO411")
+    assert lost["library"] == "/models/seg/plugins/libnamespaced_shared.so"
+
+
 def test_a_namespaced_creator_registered_by_REGISTER_TENSORRT_PLUGIN_is_CO411(plugins, tree, tmp_path):
     report = check(repository(tmp_path, plugins, "libstatic_v1.so"), tree / "container", tmp_path)
     (lost,) = of(report, "CO411")

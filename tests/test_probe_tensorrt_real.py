@@ -145,24 +145,26 @@ def test_a_containers_own_libnvinfer_answers_the_registrations_and_the_report_sa
 
 
 def test_a_name_tensorrts_own_registry_already_holds_is_refused_by_it(plugins, cache):
-    """TensorRT's lean runtime holds creators of its own before any library: a library registering one of those
-    names is refused by the real registry, which the stand-in alone cannot know."""
+    """TensorRT's lean runtime holds creators of its own before any library: libraries registering one of those
+    names are refused by the real registry (which the stand-in alone cannot know), every one of them by it."""
     try:
         lean = tensorrt_runtime.runtime(10, lean=True)
     except wheels.Unavailable as exc:
         pytest.skip(str(exc))
     held = next(line[5:] for line in lean.load() if line.startswith("HELD ::") and line.endswith("/1"))
     name = held[2:-2]
-    file = f"lean/lib{name}.so"
-    if not (plugins / file).exists():
-        built.compile_plugin(plugins, file, "v10.13.3", "duplicate.cpp", (f'FIXTURE_OWN="{name}"',), 10)
-    library = str(plugins / file)
+    libraries = []
+    for file in (f"lean/lib{name}.so", f"lean/lib{name}_again.so"):
+        if not (plugins / file).exists():
+            built.compile_plugin(plugins, file, "v10.13.3", "duplicate.cpp", (f'FIXTURE_OWN="{name}"',), 10)
+        libraries.append(str(plugins / file))
     registry = str(lean.directory / "libnvinfer.so.10")
-    (alone,) = probe_plugins((library,), cache_dir=cache)
-    (answered,) = probe_plugins((library,), cache_dir=cache, registry=registry)
+    (alone,) = probe_plugins(tuple(libraries[:1]), cache_dir=cache)
+    answered = probe_plugins(tuple(libraries), cache_dir=cache, registry=registry)
     assert f"{held}" in alone.result.registered
-    assert f"{held} [refused: already registered by {registry}]" in answered.result.registered
-    assert by_library(as_the_runner_writes((answered,))) == by_library(lean.load(Path(library)))
+    for probe in answered:
+        assert f"{held} [refused: already registered by {registry}]" in probe.result.registered
+    assert by_library(as_the_runner_writes(answered)) == by_library(lean.load(*map(Path, libraries)))
 
 
 def test_the_entry_points_of_tensorrts_own_plugin_library_are_what_its_loadLibrary_registers(cache):

@@ -63,6 +63,9 @@ def main(emit: Callable[..., None], args: list[str]) -> int:
             return FAILED_EXIT
         for index in range(first, standin.count()):
             emit("REGISTERED", path, standin.describe(index, path))
+        if standin.lib.customops_standin_full():
+            emit("FAILED", f"the libraries offered more creators than customops' stand-in records ({standin.count()})")
+            return FAILED_EXIT
         emit("LOADED", path)
     return 0
 

@@ -2,8 +2,9 @@
 
 Triton's TensorRT backend dlopen()s plugin libraries (--backend-config=tensorrt,plugins=..., LD_PRELOAD)
 whose static initializers register plugin creators in TensorRT's global registry, which refuses a creator
-whose identity is already filed: the first registration wins (customops.probe.tensorrt_registrations).
-XX
+whose identity is already filed: the first registration wins, unless a creator registered outside its own
+namespace takes another's place (customops.probe.tensorrt_registrations). TensorRT's libraries cannot be
+installed everywhere customops runs, so the probe loads each library, in the isolated child
 (customops/probe/sandbox.py, the script customops/probe/child_tensorrt.py), against a recording stand-in
 for libnvinfer.so.N compiled from customops/data/tensorrt_standin/standin.cpp: N is the major the library
 itself needs (its DT_NEEDED), because a stand-in of another layout records nothing, silently.
@@ -129,7 +130,10 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
         if isinstance(built.error, str):
             return tuple(_unavailable(p, m, built.error) for p, m in zip(paths, majors, strict=True))
         users = paths[:-1] if builtin else paths
-        unanswered = _unanswered(registry, built, python or sys.executable, timeout, memory_mb) if registry else None
+        unanswered, transient = _unanswered(registry, built, python or sys.executable, timeout, memory_mb) \
+            if registry else (None, False)
+        if transient:  # not a verdict on the file: no result (nothing is cached), rather than the stand-in's
+            return tuple(_unavailable(p, m, unanswered or "") for p, m in zip(paths, majors, strict=True))
         if unanswered is not None:
             registry = None
         arguments = [built.library, str(len(built.placeholders)), *built.placeholders, paths[-1] if builtin else "",
@@ -145,15 +149,16 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
     return tuple(_judged(r, m, plan.note()) for r, m in zip(results, majors, strict=True))
 
 
-def _unanswered(registry: str, built: _StandIn, python: str, timeout: float, memory_mb: int) -> str | None:
-    """Why TensorRT's own registry in `registry` cannot answer: a preflight run of the loader hands it over and
-    asks it one question, with no plugin library; a file of another layout (or no TensorRT at all) crashes
-    there, not in the run that probes. None when it answers, or does not load (the probing run says so)."""
+def _unanswered(registry: str, built: _StandIn, python: str, timeout: float, memory_mb: int) -> tuple[str | None, bool]:
+    """Why TensorRT's own registry in `registry` cannot answer, and whether that may pass (a timeout, a sandbox
+    that failed): a preflight run of the loader hands it over and asks it one question, with no plugin library;
+    a file of another layout (or no TensorRT at all) crashes there, not in the run that probes. None when it
+    answers, or does not load (the probing run says so)."""
     run = sandbox.run(python, CHILD, [built.library, "0", "", registry], timeout, memory_mb, (*built.paths(), registry))
     if run.error is None and run.finished:
-        return None
+        return None, False
     why = run.error or _Reported(run, timeout).ended(registry, after_loaded=False).message
-    return f"TensorRT's own {registry} did not answer here: {why}"
+    return f"TensorRT's own {registry} did not answer here: {why}", run.error is not None or run.timed_out
 
 
 def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60,

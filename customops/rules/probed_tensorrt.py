@@ -72,34 +72,38 @@ def registered(group: ProbedGroup) -> dict[str, list[str]]:
             if alone.status is ProbeStatus.LOADED}
 
 
-def _winner(registration: Registration, paths: dict[str, str], offered: dict[str, list[Registration]]) -> str:
-    """Who holds what refused `registration`, and whether engines find it."""
+def _winner(registration: Registration, paths: dict[str, str],
+            offered: dict[str, list[Registration]]) -> tuple[str, bool]:
+    """Who holds what refused `registration`, and whether engines find that."""
     source = os.path.abspath(registration.other or "")
     winner = paths.get(source, registration.other or "?")
     held = next((r for r in offered.get(source, ()) if r.registered and (r.name, r.version) ==
-                 (registration.name, registration.version) and (r.filed_in or r.namespace) == registration.namespace),
+                 (registration.name, registration.version) and (r.namespace if r.filed_in is None else r.filed_in)
+                 == registration.namespace),
                 None)
     if held is not None and held.fate is Fate.UNREACHABLE:
-        return (f"{winner}, whose creator names namespace '{held.namespace}' but was registered in "
-                f"'{held.filed_in}': getCreator finds neither")
-    return winner
+        return (f"{winner} (whose creator names namespace '{held.namespace}' but was registered in "
+                f"'{held.filed_in}')"), False
+    return winner, True
 
 
 def _shadowed(step: LoadStep, refused: list[Registration], paths: dict[str, str],
               offered: dict[str, list[Registration]], standin: str) -> Finding:
     names = [r.identity for r in refused]
     first = refused[0]
-    winner = _winner(first, paths, offered)
+    winner, found = _winner(first, paths, offered)
+    gets = "so engines get the first library's plugin" if found else "and getCreator finds neither"
     return duplicate_registration(
         f"{step.path} registers {len(names)} TensorRT plugin creator(s) that {winner} registered first "
         f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): TensorRT's registry refuses the second "
-        "registration, so engines get the first library's plugin", model=step.model, library=step.path,
+        f"registration, {gets}", model=step.model, library=step.path,
         file=step.source, symbol=names[0],
         predicted=f"Plugin creator already registered - {first.namespace}::{first.name} version {first.version}",
         evidence=(f"probe ({standin}): loaded after {paths.get(os.path.abspath(first.other or ''), first.other)}, its "
                   f"registerCreator calls were refused for {', '.join(names[:10])}", NOTE),
         hint="Keep one creator per (namespace, name, version): drop one library from plugins=, or give one "
-             "creator another namespace (setPluginNamespace) or version.")
+             "creator another name or version (or a namespace of its own, registered in it: registerCreator(creator, "
+             "creator.getPluginNamespace()); REGISTER_TENSORRT_PLUGIN registers in \"\").")
 
 
 def _replaces(step: LoadStep, registration: Registration, paths: dict[str, str], standin: str) -> Finding:
@@ -154,11 +158,11 @@ def _builtins_shadowed(group: ProbedGroup, offered: dict[str, list[Registration]
 
 
 def _shadows_builtin(step: LoadStep, refused: list[Registration], builtin: BuiltinPlugins, standin: str,
-                     winner: str) -> Finding:
+                     winner: tuple[str, bool]) -> Finding:
     names = [r.identity for r in refused]
     first = refused[0]
-    gets = f"engines built with TensorRT's {first.name} get {step.path}'s plugin instead" if winner == step.path \
-        else f"engines built with TensorRT's {first.name} do not get it: {winner}"
+    gets = f"engines built with TensorRT's {first.name} get {step.path}'s plugin instead" if winner[1] \
+        else f"getCreator finds neither: {winner[0]}"
     return duplicate_registration(
         f"{step.path} registers {len(names)} of TensorRT's built-in plugin creator(s) of {builtin.path} "
         f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): the server initializes TensorRT's plugins "
@@ -167,5 +171,6 @@ def _shadows_builtin(step: LoadStep, refused: list[Registration], builtin: Built
         predicted=f"Plugin creator already registered - {first.namespace}::{first.name} version {first.version}",
         evidence=(f"probe ({standin}): {builtin.path}'s initLibNvInferPlugins, called after the plugin libraries, "
                   f"was refused {', '.join(names[:10])}, registered first by {step.path}", NOTE),
-        hint="Give the creator a name, version or namespace (setPluginNamespace) of its own, unless replacing "
-             "TensorRT's built-in plugin is intended.")
+        hint="Give the creator a name or version of its own (or a namespace of its own, registered in it: "
+             "registerCreator(creator, creator.getPluginNamespace())), unless replacing TensorRT's built-in plugin is "
+             "intended.")

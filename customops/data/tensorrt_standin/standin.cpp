@@ -110,6 +110,35 @@ int slot(char const* name, char const* version, char const* ns) {  // where (nam
     return -1;
 }
 
+// Accept record i: filed under the namespace it was registered in, in place of what was there (other: that).
+void place(int i) {
+    Record& r = records[i];
+    int replaced = slot(r.name, r.version, r.given);
+    r.other = replaced >= 0 ? filed[replaced] : -1;
+    if (replaced >= 0) filed[replaced] = i;
+    else filed[nfiled++] = i;
+    r.accepted = true;
+}
+
+// File record i as the registry does: refused when something is filed under its identity (other: that).
+void file(int i) {
+    int held = slot(records[i].name, records[i].version, records[i].ns);
+    if (held >= 0) records[i].other = filed[held];
+    else place(i);
+}
+
+// Take record i out of the table again, putting back what it replaced.
+void unfile(int i) {
+    for (int k = 0; k < nfiled; ++k) {
+        if (filed[k] != i) continue;
+        if (records[i].other >= 0) filed[k] = records[i].other;
+        else filed[k] = filed[--nfiled];
+        break;
+    }
+    records[i].accepted = false;
+    records[i].other = -1;
+}
+
 // Record one attempt (or one creator an entry point returned): its index (-1 when there is no room left).
 int record(void const* creator, Text kind, Text name, Text version, Text ownNamespace, Text givenNamespace,
            bool entry) {
@@ -124,30 +153,26 @@ int record(void const* creator, Text kind, Text name, Text version, Text ownName
     r.accepted = false;
     r.entry = entry;
     r.other = -1;
-    int held = entry ? -1 : slot(r.name, r.version, r.ns);
-    if (!entry && held >= 0) {
-        r.other = filed[held];
-    } else if (!entry) {
-        int replaced = slot(r.name, r.version, r.given);
-        if (replaced >= 0) {
-            r.other = filed[replaced];
-            filed[replaced] = count;
-        } else {
-            filed[nfiled++] = count;
-        }
-        r.accepted = true;
-    }
-    r.found = r.accepted && strcmp(r.ns, r.given) == 0;
+    bool nameless = r.name[0] == '\0' && r.version[0] == '\0';  // a kind without a known layout: not filed
+    if (nameless && !entry) r.accepted = true;
+    else if (!entry) file(count);
+    r.found = r.accepted && (nameless || strcmp(r.ns, r.given) == 0);
     return count++;
 }
 
 bool answer(int i) { return i >= 0 && records[i].accepted; }
 
-// TensorRT's own answer to record i's registration, and whether its getCreator finds the creator right after.
+// TensorRT's own answer to record i's registration, and whether its getCreator finds the creator right after;
+// the table follows the answer (refused: by what TensorRT's registry holds, which customops may not know).
 bool settle(int i, bool taken, void const* lookedUp) {
     if (i < 0) return taken;
-    records[i].accepted = taken;
-    records[i].found = taken && lookedUp == records[i].creator;
+    Record& r = records[i];
+    if (r.accepted && !taken) {
+        unfile(i);
+    } else if (!r.accepted && taken) {
+        place(i);
+    }
+    r.found = taken && lookedUp == r.creator;
     return taken;
 }
 
@@ -317,6 +342,7 @@ EXPORT Logger* getLogger() noexcept { return &logger; }
 // -- what customops' probe script reads, and how it hands over the creators of getCreators/getPluginCreators --
 EXPORT int32_t customops_standin_major() { return CUSTOMOPS_MAJOR; }
 EXPORT int32_t customops_standin_count() { return count; }
+EXPORT int32_t customops_standin_full() { return count == kRecords; }
 EXPORT int32_t customops_standin_accepted(int32_t i) { return i >= 0 && i < count && records[i].accepted; }
 EXPORT int32_t customops_standin_entry(int32_t i) { return i >= 0 && i < count && records[i].entry; }
 EXPORT int32_t customops_standin_found(int32_t i) { return i >= 0 && i < count && records[i].found; }
