@@ -72,6 +72,9 @@ def test_what_runs_in_the_probe_interpreter_needs_only_the_standard_library(modu
     """The probe interpreter may be another Python (a container's, 3.8 or later) that cannot import
     customops: a child module imports the standard library only (and the framework it loads with)."""
     tree = ast.parse(module.read_text(), feature_version=(3, 8))
+    for node in ast.walk(tree):  # what only a type checker reads (`if TYPE_CHECKING:`) never runs
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     outside = {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names | FRAMEWORKS}
@@ -80,12 +83,17 @@ def test_what_runs_in_the_probe_interpreter_needs_only_the_standard_library(modu
 
 def test_the_scripts_handed_to_the_sandbox_are_the_child_modules():
     assert (PROBE_DIR / "sandbox_child.py").read_text() == sandbox.CHILD_SOURCE
-    assert (PROBE_DIR / "child_load.py").read_text() == frameworks.LOADER
+    forks = (PROBE_DIR / "child_forks.py").read_text().replace("from __future__ import annotations\n", "", 1)
+    assert (PROBE_DIR / "child_load.py").read_text() + "\n" + forks == frameworks.LOADER
+    assert "from __future__" not in forks  # one script: only its first text may have it
     assert (PROBE_DIR / "child_tensorflow_ops.py").read_text() == frameworks.TENSORFLOW_OPS
     for script in (frameworks.LOADER, frameworks.TENSORFLOW_OPS):  # defined here, never imported by customops
         namespace: dict[str, object] = {"__name__": "__probe__"}
         exec(compile(script, "<probe>", "exec"), namespace)
         assert callable(namespace["main"]) and namespace["UNAVAILABLE_EXIT"] == frameworks.UNAVAILABLE_EXIT
+    namespace = {"__name__": "__probe__"}
+    exec(compile(frameworks.LOADER, "<probe>", "exec"), namespace)
+    assert callable(namespace["in_forks"]) and callable(namespace["load_all"])  # the two texts meet
 
 
 @pytest.mark.parametrize("status", list(ProbeStatus))

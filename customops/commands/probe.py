@@ -28,15 +28,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from customops.probe.frameworks import probe_group, probe_load
+    from customops.probe.batch import probe_groups
+    from customops.probe.frameworks import probe_group
     from customops.probe.results import ProbeStatus
 
     if args.together:
         results = probe_group(tuple(args.libraries), args.python, args.timeout, args.memory_mb, args.framework,
                               args.onnxruntime_library)
-    else:
-        results = tuple(probe_load(lib, args.python, args.timeout, args.memory_mb, framework=args.framework,
-                                   runtime=args.onnxruntime_library) for lib in args.libraries)
+    else:  # each alone, in one sandbox that imports the framework once
+        results = tuple(group[0] for group in probe_groups(tuple((lib,) for lib in args.libraries), args.python,
+                                                          args.timeout, args.memory_mb, args.framework,
+                                                          args.onnxruntime_library))
     if args.format == "json":
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:

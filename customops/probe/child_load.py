@@ -17,15 +17,26 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # defined by child_forks.py's text, which follows this one's in the script the sandbox runs
+    from customops.probe.child_forks import in_forks
 
 UNAVAILABLE_EXIT, FAILED_EXIT = 3, 1
 LOCAL = os.RTLD_NOW | os.RTLD_LOCAL
 
 
 def main(emit: Callable[..., None], args: list[str]) -> int:
-    """Load every library, stopping at the first failure; the exit status."""
-    framework, runtime, paths = args[0], args[1], args[2:]
+    """Load every library, stopping at the first failure; the exit status. With "--groups", each group in a
+    process of its own (customops/probe/child_forks.py, whose text follows this one's)."""
+    if args[2:3] == ["--groups"]:
+        return in_forks(emit, args[0], args[1], args[3:])
+    loader = prepare(args[0], args[1], emit)
+    return loader if isinstance(loader, int) else load_all(loader, args[2:], emit)
+
+
+def prepare(framework: str, runtime: str, emit: Callable[..., None]) -> Dlopen | int:
+    """The framework's loader, once the framework is in the process; or the exit status when it cannot be."""
     try:
         if runtime and framework in ("tensorflow", "onnxruntime", "torch"):
             ctypes.CDLL(runtime, mode=LOCAL)
@@ -34,7 +45,11 @@ def main(emit: Callable[..., None], args: list[str]) -> int:
     except (ImportError, OSError) as exc:
         emit("UNAVAILABLE", one_line(exc))
         return UNAVAILABLE_EXIT
-    loader = loader_for(framework, runtime, emit)
+    return loader_for(framework, runtime, emit)
+
+
+def load_all(loader: Dlopen, paths: list[str], emit: Callable[..., None]) -> int:
+    """Load `paths` in order with `loader`, reporting each; the exit status."""
     for path in paths:
         try:
             added = loader.load(path)

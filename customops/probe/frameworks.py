@@ -25,7 +25,9 @@ from customops.errors import printable
 from customops.probe import sandbox
 from customops.probe.results import ProbeResult, ProbeStatus
 
-LOADER = Path(__file__).with_name("child_load.py").read_text()  # run in the sandbox, never imported
+# run in the sandbox, never imported: child_load.py's text, then child_forks.py's (one script, one __future__ import)
+LOADER = Path(__file__).with_name("child_load.py").read_text() + "\n" + Path(__file__).with_name(
+    "child_forks.py").read_text().replace("from __future__ import annotations\n", "", 1)
 TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text()
 # The framework library a probe may load its op libraries with instead of the Python package (the container's).
 C_API_LIBRARY = {"onnxruntime": "libonnxruntime", "tensorflow": "libtensorflow_cc", "torch": "libtorch_cpu"}
@@ -72,25 +74,38 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
         return tensorrt_standin.probe_group(libraries, python, timeout, memory_mb)
     paths = tuple(os.path.abspath(lib) for lib in libraries)
     python = python or sys.executable
+    runtime, missing = settled_runtime(framework, runtime, python)
+    if missing is not None:
+        return tuple(ProbeResult(p, ProbeStatus.UNAVAILABLE, missing, None, "", ()) for p in paths)
+    readable = (*paths, *runtime_files(runtime)) if runtime else paths
+    run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
+    return unavailable(run, timeout, paths, python, runtime or framework) or Reported(run, timeout).each(paths)
+
+
+def settled_runtime(framework: str, runtime: str | None, python: str) -> tuple[str | None, str | None]:
+    """The C-API library the loader loads the framework with (None: the Python package), or why there is none."""
     if framework == "onnxruntime" and runtime is None:
         runtime = onnxruntime_library(python)
         if runtime is None:
-            message = f"{python} has no onnxruntime package with a libonnxruntime.so"
-            return tuple(ProbeResult(p, ProbeStatus.UNAVAILABLE, message, None, "", ()) for p in paths)
-    runtime = runtime if runtime and os.path.basename(runtime).startswith(C_API_LIBRARY.get(framework, "\0")) else None
-    readable = (*paths, *_runtime_files(runtime)) if runtime else paths
-    run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
-    found = _Reported(run, timeout)
+            return None, f"{python} has no onnxruntime package with a libonnxruntime.so"
+    return (runtime if runtime and os.path.basename(runtime).startswith(C_API_LIBRARY.get(framework, "\0"))
+            else None), None
+
+
+def unavailable(run: sandbox.Run, timeout: float, paths: tuple[str, ...], python: str,
+                what: str) -> tuple[ProbeResult, ...] | None:
+    """UNAVAILABLE results for every library when the sandbox or the framework could not run at all."""
+    found = Reported(run, timeout)
     if run.error is not None:
         return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"the probe's sandbox failed: {run.error}")
                      for p in paths)
-    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
-        return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"{python} cannot load {runtime or framework}: "
-                                  f"{unavailable}") for p in paths)
-    return found.each(paths)
+    if (missing := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
+        return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"{python} cannot load {what}: {missing}")
+                     for p in paths)
+    return None
 
 
-class _Reported:
+class Reported:
     """What one run of the loader script says about each of its libraries."""
 
     def __init__(self, run: sandbox.Run, timeout: float) -> None:
@@ -153,7 +168,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _runtime_files(runtime: str) -> tuple[str, ...]:
+def runtime_files(runtime: str) -> tuple[str, ...]:
     """The C-API library and the framework library it needs beside it (TensorFlow's), which the loader reads."""
     name = os.path.basename(runtime)
     beside = "libtensorflow_framework.so.2" if name.startswith("libtensorflow_cc") else (
@@ -193,7 +208,7 @@ def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeou
     libtensorflow_cc.so.2 (the container's) whose C API to use; None: `python`'s tensorflow package."""
     python = python or sys.executable
     paths = [os.path.abspath(lib) for lib in libraries]
-    readable = (*paths, *_runtime_files(runtime)) if runtime else tuple(paths)
+    readable = (*paths, *runtime_files(runtime)) if runtime else tuple(paths)
     run = sandbox.run(python, TENSORFLOW_OPS, [runtime or "", *paths], timeout, memory_mb, readable)
     if run.error is not None:
         return f"listing TensorFlow's ops failed: the probe's sandbox failed: {run.error}"

@@ -111,8 +111,10 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
         for runtime in runtimes(plan, settings, framework):
             # What the answer depends on: the op libraries, and the framework (its C-API library or package).
             identity = runtime or package_file(settings.python, framework)
-            alone = tuple(cached_results(settings, framework, runtime, identity, (source,))[0] for source in sources)
-            together = cached_results(settings, framework, runtime, identity, sources) if len(sources) > 1 else alone
+            batches = [(source,) for source in sources] + ([sources] if len(sources) > 1 else [])
+            *each, last = cached_batches(settings, framework, runtime, identity, batches)
+            alone = tuple(r[0] for r in each) if len(sources) > 1 else last
+            together = last
             group = ProbedGroup(framework, model, steps, runtime, alone, together, passed_over=passed_over)
             if not group.unavailable:
                 break  # else the next candidate: the container's library may not load on this machine
@@ -234,6 +236,40 @@ def cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources:
     return [kind, settings.python, identity, *sources, *identities]
 
 
+def cached_batches(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
+                   batches: list[tuple[str, ...]]) -> list[tuple[ProbeResult, ...]]:
+    """cached_results for each batch of libraries: what the cache lacks is probed in one sandbox, the framework
+    imported once (customops.probe.batch), then stored."""
+    from customops.probe.batch import probe_groups
+
+    keys = [cache_key(settings, framework, identity, batch) for batch in batches]
+    found: list[tuple[ProbeResult, ...] | None] = [_cached(settings, key, batch) for key, batch in zip(keys, batches,
+                                                                                                       strict=True)]
+    missing = [i for i, hit in enumerate(found) if hit is None]
+    probed = probe_groups(tuple(batches[i] for i in missing), settings.python, settings.timeout, framework=framework,
+                          runtime=runtime) if missing else ()
+    for i, results in zip(missing, probed, strict=True):
+        _store(settings, keys[i], results)
+        found[i] = results
+    return [results for results in found if results is not None]
+
+
+def _cached(settings: ProbeSettings, key: list[str] | None,
+            libraries: tuple[str, ...]) -> tuple[ProbeResult, ...] | None:
+    """What the cache holds for exactly these libraries (a cache entry is untrusted input), or None."""
+    hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
+    if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in libraries]:
+        return tuple(ProbeResult.from_json(r) for r in hit)
+    return None
+
+
+def _store(settings: ProbeSettings, key: list[str] | None, results: tuple[ProbeResult, ...]) -> None:
+    """Keep results that are a verdict on the libraries (not a timeout, not a framework that could not run)."""
+    if key is not None and all(r.status not in (ProbeStatus.TIMED_OUT, ProbeStatus.UNAVAILABLE) for r in results):
+        cachedir.store_result(settings.cache_dir, "probes", key, [{**r.to_json(), "output": r.output[-4000:]}
+                                                                  for r in results])
+
+
 def cached_results(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
                    sources: tuple[str, ...], registry: str | None = None) -> tuple[ProbeResult, ...]:
     """The results of probing `sources` together: from the cache when an entry of exactly the right shape
@@ -246,9 +282,9 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
 
         kind = f"tensorrt-{recipe_digest()}"
     key = cache_key(settings, kind, identity, (*sources, *builtin))
-    hit = cachedir.load_result(settings.cache_dir, "probes", key, [PROBE_RESULT_SHAPE]) if key is not None else None
-    if hit is not None and [r["library"] for r in hit] == [os.path.abspath(s) for s in (*sources, *builtin)]:
-        return tuple(ProbeResult.from_json(r) for r in hit)
+    hit = _cached(settings, key, (*sources, *builtin))
+    if hit is not None:
+        return hit
     if framework == "tensorrt":  # the stand-in is built into the check's cache directory, or none
         from customops.probe.tensorrt_standin import probe_plugins
 
@@ -258,9 +294,7 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
                                                         registry=registry))
     else:
         results = probe_group(sources, settings.python, settings.timeout, framework=framework, runtime=runtime)
-    if key is not None and all(r.status not in (ProbeStatus.TIMED_OUT, ProbeStatus.UNAVAILABLE) for r in results):
-        cachedir.store_result(settings.cache_dir, "probes", key, [{**r.to_json(), "output": r.output[-4000:]}
-                                                                  for r in results])
+    _store(settings, key, results)
     return results
 
 

@@ -45,7 +45,7 @@ from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError
 from customops.probe import sandbox
-from customops.probe.frameworks import _Reported
+from customops.probe.frameworks import Reported
 from customops.probe.results import ProbeResult, ProbeStatus
 from customops.probe.tensorrt_registrations import Fate, Registration
 from customops.probe.tensorrt_scope import NEEDED, defined_in_scope
@@ -143,7 +143,7 @@ def probe_plugins(libraries: tuple[str, ...], python: str | None = None, timeout
     if run.error is not None:
         return tuple(_unavailable(p, m, f"the probe's sandbox failed: {run.error}")
                      for p, m in zip(paths, majors, strict=True))
-    results = _Reported(run, timeout).each(paths)
+    results = Reported(run, timeout).each(paths)
     if unanswered is not None:
         results = tuple(replace(r, framework_version=f"{r.framework_version} ({unanswered})") for r in results)
     return tuple(_judged(r, m, plan.note()) for r, m in zip(results, majors, strict=True))
@@ -157,7 +157,7 @@ def _unanswered(registry: str, built: _StandIn, python: str, timeout: float, mem
     run = sandbox.run(python, CHILD, [built.library, "0", "", registry], timeout, memory_mb, (*built.paths(), registry))
     if run.error is None and run.finished:
         return None, False
-    why = run.error or _Reported(run, timeout).ended(registry, after_loaded=False).message
+    why = run.error or Reported(run, timeout).ended(registry, after_loaded=False).message
     return f"TensorRT's own {registry} did not answer here: {why}", run.error is not None or run.timed_out
 
 

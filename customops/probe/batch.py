@@ -1,0 +1,68 @@
+"""Several groups of op libraries probed in one sandbox, the framework imported once.
+
+A `check --probe` of N Torch or TensorFlow op libraries loads each one alone and all of them together: N + 1
+loads, each of which used to start an interpreter and import the framework (seconds) to load a library
+(milliseconds). The loader script (customops/probe/child_forks.py) imports the framework once in the sandbox and
+forks a fresh process per group, so each group still loads in a process of its own, as before; this module
+turns what it reports into one result per library per group, exactly as customops.probe.frameworks.probe_group
+reports a group it probes alone (tests/test_probe_batch.py holds the two equal).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from customops.probe import sandbox
+from customops.probe.frameworks import LOADER, Reported, probe_group, runtime_files, settled_runtime, unavailable
+from customops.probe.results import ProbeResult, ProbeStatus
+
+Results = tuple[ProbeResult, ...]
+
+
+def probe_groups(groups: tuple[tuple[str, ...], ...], python: str | None = None, timeout: float = 60,
+                 memory_mb: int = 4096, framework: str = "none", runtime: str | None = None) -> tuple[Results, ...]:
+    """probe_group's results for each group, from one sandbox that imports the framework once. TensorRT's probe
+    (against customops' stand-in, which imports nothing) and a single group go through probe_group."""
+    if len(groups) < 2 or framework == "tensorrt":
+        return tuple(probe_group(group, python, timeout, memory_mb, framework, runtime) for group in groups)
+    paths = tuple(tuple(os.path.abspath(lib) for lib in group) for group in groups)
+    python = python or sys.executable
+    runtime, missing = settled_runtime(framework, runtime, python)
+    if missing is not None:
+        return tuple(tuple(ProbeResult(p, ProbeStatus.UNAVAILABLE, missing, None, "", ()) for p in group)
+                     for group in paths)
+    files = tuple(dict.fromkeys(p for group in paths for p in group))
+    joined = [word for index, group in enumerate(paths) for word in (*(["--"] if index else []), *group)]
+    run = sandbox.run(python, LOADER, [framework, runtime or "", "--groups", f"{timeout:g}", *joined],
+                      timeout * (len(groups) + 1), memory_mb, (*files, *runtime_files(runtime)) if runtime else files)
+    every = unavailable(run, timeout, files, python, runtime or framework)
+    if every is not None:
+        by_path = {r.library: r for r in every}
+        return tuple(tuple(by_path[p] for p in group) for group in paths)
+    return tuple(Reported(each, timeout).each(group) for each, group in zip(split(run, len(paths)), paths,
+                                                                             strict=True))
+
+
+def split(run: sandbox.Run, groups: int) -> list[sandbox.Run]:
+    """One Run per group, as if each had been its own sandbox: the loader's own messages from before the first
+    group (the framework's version), the group's lines (those carrying the token its ENDED reveals: the last
+    ENDED of an index is the loader's, written once the group's processes were all gone), its status and
+    output. A group the loader never ended (the sandbox's deadline, the loader killed) ends as the run did."""
+    first = next((i for i, m in enumerate(run.messages) if m[0] == "GROUP"), len(run.messages))
+    common = run.messages[:first]
+    ended: dict[str, tuple[str, ...]] = {}
+    for message in run.messages[first:]:
+        if message[0] == "ENDED" and len(message) == 5:
+            ended[message[1]] = message[2:]
+    runs = []
+    for index in range(groups):
+        if str(index) not in ended:
+            runs.append(sandbox.Run(common, run.exit_status, run.timed_out, run.output, run.files, run.containment))
+            continue
+        token, status, output = ended[str(index)]
+        lines = tuple(m[2:] for m in run.messages[first:] if m[0] == "G" and len(m) > 2 and m[1] == token)
+        code = int(status) if status.lstrip("-").isdigit() else None
+        runs.append(sandbox.Run((*common, *lines, *((("END",),) if code == 0 else ())), code, status == "timeout",
+                                output, run.files, run.containment))
+    return runs
