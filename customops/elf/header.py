@@ -13,7 +13,22 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from customops.elf.constants import EI_CLASS, EI_DATA, EI_NIDENT, EI_OSABI, ELF_MAGIC, ElfClass, ElfData
+from customops.elf.constants import (
+    EI_CLASS,
+    EI_DATA,
+    EI_NIDENT,
+    EI_OSABI,
+    ELF_MAGIC,
+    PF_W,
+    PF_X,
+    PT_LOAD,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_WRITE,
+    SHT_PROGBITS,
+    ElfClass,
+    ElfData,
+)
 from customops.errors import ElfError
 
 Buffer = bytes | bytearray | mmap.mmap | memoryview
@@ -185,3 +200,17 @@ def section_headers(data: Buffer, header: ElfHeader) -> list[SectionHeader] | No
     if not off or not num or entsize < struct.calcsize(fmt) or off + entsize * num > len(data):
         return None
     return [SectionHeader(*struct.unpack_from(fmt, data, off + i * entsize)) for i in range(num)]
+
+
+def readonly_data(data: Buffer, header: ElfHeader, path: str, with_code: bool = False) -> list[tuple[int, int]]:
+    """(start, end) file ranges of a library's read-only data: its allocated, read-only, non-executable
+    PROGBITS sections (.rodata and the like), or, without section headers, its read-only PT_LOAD segments
+    (`with_code`: those holding code too, where the read-only data shares the code's segment). Scanning the
+    sections, not the segment, reads a few per cent of a framework library: libtorch_cpu.so's one read-only
+    segment is 340 MB, its .rodata 18 MB."""
+    sections = section_headers(data, header)
+    if sections:
+        return [(s.offset, s.offset + s.size) for s in sections if s.type == SHT_PROGBITS
+                and s.flags & (SHF_ALLOC | SHF_WRITE | SHF_EXECINSTR) == SHF_ALLOC]
+    return [(p.offset, p.offset + p.filesz) for p in program_headers(data, header, path)
+            if p.type == PT_LOAD and not p.flags & PF_W and (with_code or not p.flags & PF_X)]

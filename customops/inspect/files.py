@@ -15,15 +15,13 @@ from collections.abc import Iterable
 
 from customops import safeio
 from customops.elf.cache import ElfReader
-from customops.elf.constants import PF_W, PF_X, PT_LOAD
-from customops.elf.header import program_headers, read_header, section_headers
+from customops.elf.header import read_header, readonly_data
 from customops.elf.parse import open_mapped
 from customops.elf.symtab import symtab_strings
 from customops.errors import ElfError, InputError
 from customops.inspect.onnxmodel import model_ops
 from customops.inspect.registrations import Registration, static_registrations, torch_op_library
 
-SHT_PROGBITS, SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 0x1, 0x2, 0x4  # elf.h
 SCHEMA_ARROW = b") -> "  # in every op schema string (customops.inspect.registrations.TORCH_SCHEMA)
 TORCHSCRIPT_OP = re.compile(rb"\bops\.(\w+)\.(\w+)\(")
 
@@ -82,14 +80,7 @@ def readonly_strings(path: str, needle: bytes, longest: int = 4096) -> list[byte
     headers, its read-only non-executable PT_LOAD segments. Each string at most `longest` bytes."""
     data, _identity = open_mapped(path)
     try:
-        header = read_header(data, path)
-        sections = section_headers(data, header)
-        if sections:
-            ranges = [(s.offset, s.offset + s.size) for s in sections if s.type == SHT_PROGBITS
-                      and s.flags & (SHF_ALLOC | SHF_WRITE | SHF_EXECINSTR) == SHF_ALLOC]
-        else:
-            ranges = [(p.offset, p.offset + p.filesz) for p in program_headers(data, header, path)
-                      if p.type == PT_LOAD and not p.flags & (PF_W | PF_X)]
+        ranges = readonly_data(data, read_header(data, path), path)
     except ElfError:
         return []
     found: dict[bytes, None] = {}

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from customops import safeio
-from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_W, PF_X, PT_LOAD
+from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_X, PT_LOAD
 from customops.errors import InputError
 from customops.linker.target import LinkerTarget, live_target, target_for_root
 from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
@@ -196,12 +196,9 @@ def tensorflow_version(info: ElfInfo, data: Any) -> str | None:
 def torch_version(info: ElfInfo, data: Any) -> str | None:
     """TORCH_VERSION ("2.13.0") in libtorch_cpu.so: the ONNX exporter's producer version, stored as a string
     right after its producer name "pytorch" (torch/csrc/jit/serialization/export.cpp) in the read-only data."""
-    from customops.elf.header import program_headers, read_header
+    from customops.elf.header import read_header, readonly_data
 
-    for seg in program_headers(data, read_header(data, info.path), info.path):
-        if seg.type != PT_LOAD or seg.flags & PF_W:  # read-only data (with the code where not separate)
-            continue
-        start, end = seg.offset, seg.offset + seg.filesz
+    for start, end in readonly_data(data, read_header(data, info.path), info.path, with_code=True):
         while (at := data.find(b"\0pytorch\0", start, end)) >= 0:
             near = bytes(data[at + 9:at + 9 + 96]).split(b"\0")
             version = next((w for w in near if VERSION.fullmatch(w)), None)
