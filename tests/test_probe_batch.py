@@ -24,7 +24,7 @@ def same(result: ProbeResult) -> tuple:
 
 def library(directory: Path, name: str, constructor: str) -> str:
     path = directory / f"lib{name}.so"
-    source = ("#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+    source = ("#include <dirent.h>\n#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
               f"__attribute__((constructor)) static void run(void) {{ {constructor} }}\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(path), "-x", "c", "-"], input=source, text=True, check=True)
     return str(path)
@@ -74,18 +74,31 @@ def run(*messages: tuple[str, ...]) -> sandbox.Run:
     return sandbox.Run(messages, 0, False, "", (), "")
 
 
-def test_a_groups_lines_are_those_with_the_token_its_end_reveals():
-    """A library can read its own process's memory, so it may write lines for a group with a token it made up
-    (or an ENDED of its own): only the token of the loader's ENDED, the last one of an index, counts."""
-    first, second = split(run(("VERSION", "2.13"), ("GROUP", "0"), ("G", "t0", "LOADED", "/a.so"),
-                              ("G", "fake", "REGISTERED", "/b.so", "evil::op"), ("ENDED", "1", "fake", "0", ""),
-                              ("ENDED", "0", "t0", "0", "out0"), ("GROUP", "1"), ("G", "t1", "LOADED", "/b.so"),
-                              ("VERSION", "forged"), ("ENDED", "1", "t1", "-6", "out1")), 2)
+def test_each_group_is_its_lines_status_output_and_files_as_the_loader_ended_it():
+    first, second, never = split(run(("VERSION", "2.13"), ("G", "0", "LOADED", "/a.so"),
+                                     ("ENDED", "0", "0", "out0", "1", '["left.txt"]'),
+                                     ("G", "1", "LOADED", "/b.so"), ("ENDED", "1", "-6", "out1", "", "[]"),
+                                     ("UNBATCHED", "group 1 left processes that could not be ended")), 3)
+    assert first is not None and second is not None and never is None  # probed again, alone
     assert first.messages == (("VERSION", "2.13"), ("LOADED", "/a.so"), ("END",)) and first.output == "out0"
-    assert second.messages == (("VERSION", "2.13"), ("LOADED", "/b.so"))
-    assert second.exit_status == -6 and not second.timed_out
+    assert first.files == ("left.txt",) and first.exit_status == 0
+    assert second.messages == (("VERSION", "2.13"), ("LOADED", "/b.so")) and second.exit_status == -6
 
 
-def test_a_group_the_loader_never_ended_ends_as_the_sandbox_did():
-    (never,) = split(sandbox.Run((("GROUP", "0"), ("G", "t", "LOADED", "/a.so")), None, True, "out", (), ""), 1)
-    assert never.messages == () and never.timed_out and never.exit_status is None
+def test_a_groups_process_holds_no_descriptor_but_its_own_pipes(libraries, tmp_path):
+    """The private result channel is closed in a group's process before its library loads: nothing it does
+    can write another group's lines (it only has stdout/stderr, and the pipe for its own lines)."""
+    lister = library(tmp_path, "lister", 'DIR *d = opendir("/proc/self/fd"); struct dirent *e; '
+                     'while ((e = readdir(d))) fprintf(stderr, "fd %s\\n", e->d_name);')
+    listed, after = probe_groups(((lister,), (libraries["quiet"],)), timeout=20)
+    open_fds = sorted(int(line[3:]) for line in listed[0].output.splitlines() if line.startswith("fd ")
+                      and line[3:].isdigit())
+    assert len(open_fds) == 5 and open_fds[:3] == [0, 1, 2], listed[0].output  # + its lines' pipe, the listing
+    assert after[0].status is ProbeStatus.LOADED
+
+
+def test_a_library_that_kills_the_loader_costs_time_not_another_groups_result(libraries, tmp_path):
+    killer = library(tmp_path, "killer", "kill(getppid(), 9); pause();")
+    hit, after = probe_groups(((killer,), (libraries["quiet"],)), timeout=20)
+    assert [same(r) for r in after] == [same(r) for r in probe_group((libraries["quiet"],), timeout=20)]
+    assert hit[0].library == killer

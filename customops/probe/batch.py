@@ -5,14 +5,17 @@ loads, each of which used to start an interpreter and import the framework (seco
 (milliseconds). The loader script (customops/probe/child_forks.py) imports the framework once in the sandbox and
 forks a fresh process per group, so each group still loads in a process of its own, as before; this module
 turns what it reports into one result per library per group, exactly as customops.probe.frameworks.probe_group
-reports a group it probes alone (tests/test_probe_batch.py holds the two equal).
+reports a group it probes alone (tests/test_probe_batch.py holds the two equal). Where the loader cannot keep
+groups apart, or a library kills or stops it, the groups it did not end are probed the reference way.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
+from customops.errors import printable
 from customops.probe import sandbox
 from customops.probe.frameworks import LOADER, Reported, probe_group, runtime_files, settled_runtime, unavailable
 from customops.probe.results import ProbeResult, ProbeStatus
@@ -40,29 +43,37 @@ def probe_groups(groups: tuple[tuple[str, ...], ...], python: str | None = None,
     if every is not None:
         by_path = {r.library: r for r in every}
         return tuple(tuple(by_path[p] for p in group) for group in paths)
-    return tuple(Reported(each, timeout).each(group) for each, group in zip(split(run, len(paths)), paths,
-                                                                             strict=True))
+    # a group the loader did not end (it stopped batching, or a library killed or stopped it) is probed again,
+    # in a sandbox of its own
+    return tuple(Reported(each, timeout).each(group) if each is not None else
+                 probe_group(group, python, timeout, memory_mb, framework, runtime)
+                 for each, group in zip(split(run, len(paths)), paths, strict=True))
 
 
-def split(run: sandbox.Run, groups: int) -> list[sandbox.Run]:
-    """One Run per group, as if each had been its own sandbox: the loader's own messages from before the first
-    group (the framework's version), the group's lines (those carrying the token its ENDED reveals: the last
-    ENDED of an index is the loader's, written once the group's processes were all gone), its status and
-    output. A group the loader never ended (the sandbox's deadline, the loader killed) ends as the run did."""
-    first = next((i for i, m in enumerate(run.messages) if m[0] == "GROUP"), len(run.messages))
+def split(run: sandbox.Run, groups: int) -> list[sandbox.Run | None]:
+    """One Run per group, as if each had been its own sandbox: the loader's messages from before the groups (the
+    framework's version), the group's lines, its status, output and files; None for a group it did not end. Only
+    the loader writes to the result channel once the groups begin (a group's process has closed it)."""
+    first = next((i for i, m in enumerate(run.messages) if m[0] in ("G", "ENDED", "UNBATCHED")), len(run.messages))
     common = run.messages[:first]
-    ended: dict[str, tuple[str, ...]] = {}
-    for message in run.messages[first:]:
-        if message[0] == "ENDED" and len(message) == 5:
-            ended[message[1]] = message[2:]
-    runs = []
+    ended = {m[1]: m[2:] for m in run.messages[first:] if m[0] == "ENDED" and len(m) == 6}
+    runs: list[sandbox.Run | None] = []
     for index in range(groups):
         if str(index) not in ended:
-            runs.append(sandbox.Run(common, run.exit_status, run.timed_out, run.output, run.files, run.containment))
+            runs.append(None)
             continue
-        token, status, output = ended[str(index)]
-        lines = tuple(m[2:] for m in run.messages[first:] if m[0] == "G" and len(m) > 2 and m[1] == token)
+        status, output, finished, files = ended[str(index)]
+        lines = tuple(m[2:] for m in run.messages[first:] if m[0] == "G" and len(m) > 2 and m[1] == str(index))
         code = int(status) if status.lstrip("-").isdigit() else None
-        runs.append(sandbox.Run((*common, *lines, *((("END",),) if code == 0 else ())), code, status == "timeout",
-                                output, run.files, run.containment))
+        runs.append(sandbox.Run((*common, *lines, *((("END",),) if finished else ())), code, status == "timeout",
+                                output, _names(files), run.containment))
     return runs
+
+
+def _names(listing: str) -> tuple[str, ...]:
+    """The files a group left, as the loader listed them (JSON), printable."""
+    try:
+        names = json.loads(listing)
+    except (ValueError, RecursionError):
+        return ()
+    return tuple(printable(n) for n in names if isinstance(n, str)) if isinstance(names, list) else ()
