@@ -30,6 +30,9 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plot import write_plot  # benchmarks/plot.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 CUSTOMOPS = [sys.executable, "-m", "customops"]
 
@@ -116,14 +119,70 @@ def resolve_rows(libraries: list[str], runs: int) -> list[dict]:
         cold = measure("customops resolve (cold)", resolve, runs, before=fresh)
         warm = measure("customops resolve (warm)", resolve, runs)
         nm = measure("nm -D --defined-only (same files)", ["nm", "-D", "--defined-only", *files], runs)
+        peers = [measure(label, argv, runs) for label, argv in tree_tools(lib)]
         shutil.rmtree(cache, ignore_errors=True)
         rows.append({"file": Path(lib).name, "objects": len(files),
-                     "measurements": [asdict(m) for m in (cold, warm, nm)],
-                     "cold_vs_nm": cold.seconds / nm.seconds, "warm_vs_nm": warm.seconds / nm.seconds})
+                     "measurements": [asdict(m) for m in (cold, warm, nm, *peers)],
+                     "cold_vs_nm": cold.seconds / nm.seconds, "warm_vs_nm": warm.seconds / nm.seconds,
+                     "peers": {m.label: {"cold": cold.seconds / m.seconds, "warm": warm.seconds / m.seconds}
+                               for m in peers}})
     return rows
 
 
-def chain_rows(loader: Path, depths: list[int], runs: int) -> list[dict]:
+def tree_tools(library: str) -> list[tuple[str, list[str]]]:
+    """libtree and lddtree (pax-utils; Debian's runs with the system Python, which has pyelftools), where installed:
+    they walk the same DT_NEEDED tree; neither binds a symbol."""
+    found = []
+    if shutil.which("libtree"):
+        found.append(("libtree", ["libtree", library]))
+    if shutil.which("lddtree") and subprocess.run(["/usr/bin/python3", "-c", "import elftools"],
+                                                  capture_output=True).returncode == 0:
+        found.append(("lddtree", ["/usr/bin/python3", shutil.which("lddtree") or "lddtree", library]))
+    return found
+
+
+def probe_rows(runs: int) -> list[dict]:
+    """probe --framework torch of the fixture op libraries, each alone (one sandbox, torch imported once), vs one
+    interpreter importing torch and loading them (what the libraries cost at the least)."""
+    from fixtures import torch_ops
+
+    directory = torch_ops.build()
+    libraries = [str(directory / f"lib{name}.so") for name in torch_ops.NAMES]
+    probe = measure(f"customops probe --framework torch ({len(libraries)} libraries, each alone)",
+                    [*CUSTOMOPS, "probe", "--framework", "torch", *libraries], runs)
+    load = ("import sys, torch\nfor path in sys.argv[1:]:\n    try:\n        torch.ops.load_library(path)\n"
+            "    except Exception:\n        pass\n")
+    # labops_b aborts after labops_a (a second TORCH_LIBRARY of one namespace, which the probe reports): the floor
+    # loads the libraries that load together
+    floor = measure("python: import torch, then torch.ops.load_library of each that loads with the others",
+                    [sys.executable, "-c", load, *(lib for lib in libraries if "labops_b" not in lib)], runs)
+    return [{"file": f"{len(libraries)} Torch op libraries", "measurements": [asdict(probe), asdict(floor)],
+             "probe_vs_import": probe.seconds / floor.seconds}]
+
+
+def config_rows(tree: Path, sizes_kb: list[int], runs: int, out: Path) -> list[dict]:
+    """check of one model whose config.pbtxt is `size` KB of inputs (up to customops' 4 MiB limit for a config)."""
+    rows = []
+    entry = 'input {{\n  name: "in{}"\n  data_type: TYPE_FP32\n  dims: [ 1, 3, 224, 224 ]\n}}\n'
+    for size in sizes_kb:
+        repo = Path(tempfile.mkdtemp(prefix="customops-config-")) / "models"
+        (repo / "m" / "1").mkdir(parents=True)
+        (repo / "m" / "1" / "model.onnx").write_bytes(b"\0")
+        parts, total = ['backend: "onnxruntime"\nmax_batch_size: 8\n'], 0
+        while total < size * 1024 - 200:
+            parts.append(entry.format(len(parts)))
+            total += len(parts[-1])
+        (repo / "m" / "config.pbtxt").write_text("".join(parts))
+        check = [*CUSTOMOPS, "check", str(repo), "--container-root", str(tree / "container"), "--format", "json",
+                 "--no-cache"]
+        cold = measure(f"check, {size} KB config", check, runs)
+        rows.append({"config_kb": size, "check": cold.seconds, "peak_rss_mb": cold.peak_rss_mb})
+        shutil.rmtree(repo.parent, ignore_errors=True)
+    write_plot(rows, out, "config_kb", ("check",), "customops check time vs config.pbtxt size", "config.pbtxt KB")
+    return rows
+
+
+def chain_rows(loader: Path, depths: list[int], runs: int, out: Path) -> list[dict]:
     """A chain of N tiny libraries (lib0 needs lib1 needs lib2 ...): customops resolve of lib0 vs the real ld.so
     dlopen()ing it (the fixture loader, RTLD_NOW), the same process the model simulates."""
     from fixtures.chain import chain, write_graph
@@ -142,7 +201,9 @@ def chain_rows(loader: Path, depths: list[int], runs: int) -> list[dict]:
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(directory, ignore_errors=True)
         rows.append({"depth": depth, "measurements": [asdict(m) for m in (cold, warm, ld_so)],
-                     "cold_vs_ld_so": cold.seconds / ld_so.seconds, "warm_vs_ld_so": warm.seconds / ld_so.seconds})
+                     "cold_vs_ld_so": cold.seconds / ld_so.seconds, "warm_vs_ld_so": warm.seconds / ld_so.seconds,
+                     "cold": cold.seconds, "warm": warm.seconds, "ld.so": ld_so.seconds})
+    write_plot(rows, out, "depth", ("cold", "warm", "ld.so"), "resolve of a DT_NEEDED chain vs ld.so", "depth")
     return rows
 
 
@@ -194,36 +255,18 @@ def scale_rows(tree: Path, sizes: list[int], runs: int, out: Path) -> list[dict]
         rows.append({"models": n, "cold": cold.seconds, "warm": warm.seconds, "peak_rss_mb": cold.peak_rss_mb})
         shutil.rmtree(repo.parent, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
-    write_plot(rows, out)
+    write_plot(rows, out, "models", ("cold", "warm"), "customops check time vs models (shared libraries)", "models")
     return rows
 
 
-def write_plot(rows: list[dict], out: Path) -> None:
-    """An SVG line chart of check time against the number of models (no plotting library needed)."""
-    width, height, pad = 480, 300, 50
-    top = max(max(r["cold"], r["warm"]) for r in rows) * 1.15
-    xs = [pad + i * (width - 2 * pad) / max(len(rows) - 1, 1) for i in range(len(rows))]
-
-    def y(v: float) -> float:
-        return height - pad - v / top * (height - 2 * pad)
-
-    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
-             f'<text x="{width / 2}" y="20" text-anchor="middle">customops check time vs models (shared libraries)'
-             "</text>",
-             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
-             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>']
-    for key, colour in (("cold", "#c0392b"), ("warm", "#2874a6")):
-        points = " ".join(f"{x:.0f},{y(r[key]):.0f}" for x, r in zip(xs, rows, strict=True))
-        lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        lines.append(f'<text x="{width - pad + 5}" y="{y(rows[-1][key]):.0f}" fill="{colour}">{key}</text>')
-    for x, r in zip(xs, rows, strict=True):
-        lines.append(f'<text x="{x:.0f}" y="{height - pad + 18}" text-anchor="middle">{r["models"]}</text>')
-    for fraction in (0, 0.5, 1):
-        lines.append(f'<text x="{pad - 6}" y="{y(top * fraction):.0f}" text-anchor="end">{top * fraction:.2f}s</text>')
-    lines.append(f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">models</text></svg>')
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
+def profile_rows(root: Path, runs: int) -> list[dict]:
+    """profile create of the container the check section checks (its whole library tree, compressed)."""
+    out = Path(tempfile.mkdtemp(prefix="customops-profile-")) / "profile.json"
+    made = measure("customops profile create", [*CUSTOMOPS, "profile", "create", "--container-root", str(root), "-o",
+                                                str(out)], runs)
+    size = out.stat().st_size / 2**20
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return [{"file": f"{root.name} ({size:.1f} MB profile)", "measurements": [asdict(made)]}]
 
 
 def launch_rows(root: Path, repo: Path, runs: int) -> list[dict]:
@@ -272,6 +315,12 @@ def render(results: dict) -> str:
         lines.append(f"| {name} | resolve warm / nm | {row['warm_vs_nm']:.2f}x |")
     for row in results["check"]:
         lines.append(f"| {row['file']} | check cold / ldd -r | {row['cold_vs_ldd']:.2f}x |")
+    for row in results["resolve"]:
+        for peer, ratio in row["peers"].items():
+            lines.append(f"| {row['file']} | resolve cold / {peer} | {ratio['cold']:.2f}x |")
+            lines.append(f"| {row['file']} | resolve warm / {peer} | {ratio['warm']:.2f}x |")
+    for row in results["probe"]:
+        lines.append(f"| {row['file']} | probe / (import torch + loads) | {row['probe_vs_import']:.2f}x |")
     for row in results["launch"]:
         lines.append(f"| launch | warm --dry-run minus python -c pass | {row['overhead_ms']:.0f} ms |")
     lines += ["", "| chain depth | resolve cold s | resolve warm s | ld.so s | cold / ld.so | warm / ld.so "
@@ -283,7 +332,11 @@ def render(results: dict) -> str:
     lines += ["", "| models | check cold s | check warm s | peak RSS MB |", "|---:|---:|---:|---:|"]
     for row in results["scale"]:
         lines.append(f"| {row['models']} | {row['cold']:.3f} | {row['warm']:.3f} | {row['peak_rss_mb']:.0f} |")
+    lines += ["", "| config.pbtxt KB | check s | peak RSS MB |", "|---:|---:|---:|"]
+    lines += [f"| {row['config_kb']} | {row['check']:.3f} | {row['peak_rss_mb']:.0f} |" for row in results["config"]]
     extra = [("check", m) for row in results["check"] for m in row["measurements"]]
+    extra += [("probe", m) for row in results["probe"] for m in row["measurements"]]
+    extra += [(f"profile of {row['file']}", m) for row in results["profile"] for m in row["measurements"]]
     extra += [("launch", m) for row in results["launch"] for m in row["measurements"]]
     lines += ["", "| section | command | median s | peak RSS MB |", "|---|---|---:|---:|"]
     lines += [f"| {section} | {m['label']} | {m['seconds']:.3f} | {m['peak_rss_mb']:.0f} |" for section, m in extra]
@@ -337,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         check_root, check_repo = tree / "container", example
         sizes = [10, 20]
         depths = [250, 1000]
+        config_kb = [16, 64]
     else:
         candidates = [package_file("tensorflow", "libtensorflow_cc.so.2"),
                       package_file("torch", "lib", "libtorch_cpu.so")]
@@ -345,13 +399,17 @@ def main(argv: list[str] | None = None) -> int:
         if not scan_files:
             raise SystemExit("install torch==2.13.0 and tensorflow-cpu (./scripts/test.sh does) or use --quick")
         check_root, check_repo = real_repository(tree)
-        sizes = [10, 100, 1000]
-        depths = [250, 1000, 5000]
+        sizes = [10, 100, 1000, 10000]
+        depths = [250, 1000, 2500, 5000]
+        config_kb = [256, 1024, 2048, 4000]
     results = {"machine": machine(), "runs": args.runs, "scan": scan_rows(scan_files, args.runs),
                "resolve": resolve_rows(resolve_libs, args.runs),
                "check": check_rows(check_root, check_repo, args.runs),
-               "chain": chain_rows(tree / "bin" / "loader", depths, args.runs),
+               "chain": chain_rows(tree / "bin" / "loader", depths, args.runs, args.out.parent / "chain.svg"),
                "scale": scale_rows(tree, sizes, max(1, min(args.runs, 3)), args.out.parent / "scale.svg"),
+               "config": config_rows(tree, config_kb, max(1, min(args.runs, 3)), args.out.parent / "config.svg"),
+               "probe": [] if args.quick else probe_rows(args.runs),
+               "profile": profile_rows(check_root, args.runs),
                "launch": launch_rows(tree / "container", example, args.runs)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))

@@ -4,7 +4,8 @@ CI without the image checks loading against the exact container.
 For every ELF file under the container's library directories (the system directories, everything below
 /opt/tritonserver, the directories its ld.so.cache points into) the profile keeps only the byte ranges the
 dynamic linker reads: headers, PT_DYNAMIC, the dynamic symbol and string tables, the hash and version
-tables (elf.ranges.loader_ranges), zlib-compressed; relocations are left out, since the container's own
+tables (elf.ranges.loader_ranges), zlib-compressed (level 1: level 6 took 2.7 of the 3.9 s a profile of the
+real-framework container took, for a file 15% smaller); relocations are left out, since the container's own
 libraries are not on trial. It also keeps symlinks, the backend directory layout, TRITON_VERSION and the
 binary ld.so.cache. `customops.triton.skeleton.materialize` rebuilds a sparse skeleton root from it (cached
 by content), on which `customops check` runs exactly as on the container itself.
@@ -51,7 +52,7 @@ SMALL_FILES = ("model.py", "TRITON_VERSION")
 
 
 def _encode(data: bytes) -> str:
-    return base64.b64encode(zlib.compress(data, 6)).decode("ascii")
+    return base64.b64encode(zlib.compress(data, 1)).decode("ascii")
 
 
 def create(container, server_args: tuple[str, ...] = ()) -> dict:
