@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from customops.errors import CustomopsError, printable
 from customops.outputs import write_file
-from customops.triton.manifest import checkout_root
 
 if TYPE_CHECKING:
     from customops.app.checking import CheckRun
@@ -174,6 +173,8 @@ def report_base(report_format: str, args: argparse.Namespace, request: CheckRequ
     and workflow annotations resolve them) or --base-dir; else the first repository."""
     base = request.repositories[0] if request.repositories else os.getcwd()
     if report_format in SCANNING_FORMATS:
+        from customops.triton.manifest import checkout_root
+
         return os.path.abspath(args.base_dir) if args.base_dir else checkout_root(base)
     return base
 

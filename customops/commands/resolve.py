@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError
-from customops.triton.container import SERVER, SERVER_CWD, STAND_IN_HOSTS
+from customops.triton.serverargs import SERVER, SERVER_CWD, STAND_IN_HOSTS
 
 if TYPE_CHECKING:
     from customops.linker.target import LinkerTarget

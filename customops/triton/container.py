@@ -19,17 +19,19 @@ from customops import safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_X, PT_LOAD
 from customops.errors import InputError
 from customops.linker.target import LinkerTarget, live_target, target_for_root
-from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
+from customops.triton.serverargs import (  # noqa: F401  (SERVER, SERVER_CWD, STAND_IN_HOSTS: imported from here)
+    DEFAULT_BACKEND_DIRECTORY,
+    SERVER,
+    SERVER_CWD,
+    STAND_IN_HOSTS,
+    TRITON_HOME,
+)
 
 if TYPE_CHECKING:  # the ELF reader brings numpy: launch's cached start uses only the dataclasses (layout_only)
     from customops.elf.cache import ElfReader
     from customops.elf.records import ElfInfo
 
-TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
-SERVER = f"{TRITON_HOME}/bin/tritonserver"  # the process that loads everything in a Triton container
-SERVER_CWD = TRITON_HOME  # its working directory in the NGC images (relative dlopen paths start there)
-STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without the server: a plain program
 
 
 @dataclass(frozen=True)

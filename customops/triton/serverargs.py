@@ -18,7 +18,11 @@ from importlib import resources
 
 from customops.errors import CustomopsError, printable
 
-DEFAULT_BACKEND_DIRECTORY = "/opt/tritonserver/backends"  # where the server looks without --backend-directory
+TRITON_HOME = "/opt/tritonserver"
+DEFAULT_BACKEND_DIRECTORY = f"{TRITON_HOME}/backends"  # where the server looks without --backend-directory
+SERVER = f"{TRITON_HOME}/bin/tritonserver"  # the process that loads everything in a Triton container
+SERVER_CWD = TRITON_HOME  # its working directory in the NGC images (relative dlopen paths start there)
+STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without the server: a plain program
 CLOUD = ("s3://", "gs://", "as://")  # repositories the server reads from cloud storage (core filesystem/api.cc)
 TRUE, FALSE = ("true", "on", "1"), ("false", "off", "0")  # ParseOption<bool>, case-insensitive
 
