@@ -17,6 +17,7 @@ import os
 import stat
 import zlib
 
+from customops import sigbus
 from customops.errors import InputError
 
 MiB = 1 << 20
@@ -136,6 +137,7 @@ def map_regular(path: str, limit: int) -> mmap.mmap | bytes:
         size = os.fstat(fd).st_size
         if size > limit:
             raise InputError(path, too_large(size, limit))
+        sigbus.before_mapping()
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""
     except OSError as exc:
         raise InputError(path, describe(exc)) from None

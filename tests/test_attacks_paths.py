@@ -231,6 +231,22 @@ def test_library_truncated_while_mapped_ends_with_one_line_and_status_2(tmp_path
     assert result.stderr.count("\n") == 1
 
 
+def test_the_cli_installs_the_sigbus_handler_before_it_maps_a_file(tmp_path):
+    """The CLI only arms the handler at start (a cached launch maps nothing); mapping a file installs it."""
+    script = (
+        "import os, sys\n"
+        "from customops import safeio, sigbus\n"
+        "sigbus.arm()\n"
+        "p = sys.argv[1]\n"
+        "open(p, 'wb').write(b'x' * 65536)\n"
+        "m = safeio.map_regular(p, 1 << 20)\n"
+        "os.truncate(p, 0)\n"
+        "print(m[40000])\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "model.pt")], capture_output=True,
+                            text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert result.returncode == 2 and result.stderr.startswith("customops: a file changed while it was being read")
+
+
 def test_the_file_read_for_a_step_is_the_one_inside_the_container(container, tmp_path):
     """What rules hash and probes load (LoadStep.source) is resolved in the container too."""
     from customops.triton.container import from_root

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from terminal import run_on_terminal
 
-from customops.cli import build_parser
+from customops.cli import SUBCOMMANDS, Formatter, build_parser
 from fixtures.example import install
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +96,26 @@ def test_missing_option_of_a_subcommand_prints_its_usage():
         assert result.returncode == 2, args
         assert result.stderr.startswith(f"usage: {prog} ") and f"{prog}: error: " in result.stderr
         assert error in result.stderr
+
+
+def test_a_subcommand_parsed_alone_is_the_one_the_whole_command_line_has():
+    """main registers only the subcommand it runs (a cached launch should not import the other eight): its
+    parser must be the same as in the full command line."""
+    whole = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name in SUBCOMMANDS:
+        alone = build_parser(name)._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        assert list(alone) == [name]
+        assert alone[name].format_help() == whole[name].format_help(), name
+
+
+@pytest.mark.parametrize("columns", ["100", "60", "0", "x", None])
+def test_help_is_as_wide_as_shutil_says_the_terminal_is(monkeypatch, columns):
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert Formatter("customops")._width == argparse.HelpFormatter("customops")._width == \
+        shutil.get_terminal_size().columns - 2
 
 
 def test_every_option_and_positional_has_help():

@@ -174,6 +174,27 @@ def test_a_repeated_start_reuses_the_decision_until_something_it_depends_on_chan
     assert launch(argv, record, "--dry-run", env=env).returncode == 0
 
 
+LOADED_MODULES = ("import os, sys\nsys.argv[0] = 'customops'\nfrom customops import cli\ncli.standard_streams()\n"
+                  "code = cli.main()\nos.write(2, ('MODULES ' + ' '.join(sorted(sys.modules))).encode())\n")
+
+
+def test_a_start_on_a_cached_verdict_reads_no_file_of_the_container(setup, tmp_path):
+    """The cached start assembles what to run from the manifest alone (customops.app.launch.environment_for):
+    it needs no ELF reader, repository model or check, and none of the stdlib modules only those need; what
+    it imports is what its ~50 ms go to (benchmarks/RESULTS.md)."""
+    _repo, _backends, argv, record = setup
+    env = {"CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache")}
+    assert launch(argv, record, "--dry-run", env=env).returncode == 0
+    environment = {**os.environ, **env}
+    hit = subprocess.run([sys.executable, "-c", LOADED_MODULES, "launch", "--dry-run", "--", *argv],
+                         env=environment, capture_output=True, text=True, timeout=120)
+    loaded = set(hit.stderr.rsplit("MODULES ", 1)[1].split())
+    assert "customops.app.launch_cache" in loaded and "customops.app.check" not in loaded
+    assert loaded.isdisjoint({"numpy", "customops.elf.parse", "customops.elf.cache", "customops.triton.repository",
+                              "customops.findings", "customops.app.target", "customops.commands.check",
+                              "importlib.resources", "subprocess", "ctypes", "shutil"}), loaded
+
+
 def test_a_changed_container_library_invalidates_the_decision(setup, tmp_path):
     _repo, backends, argv, record = setup
     private = tmp_path / "backends"  # a copy: other tests read the shared fixture tree

@@ -12,8 +12,9 @@ from customops.app.check import CheckResult, default_mounts, dependencies, run_c
 from customops.app.probing import probe_settings
 from customops.app.report_cache import effective_cache_dir
 from customops.app.request import CheckRequest
+from customops.app.shown import shown
 from customops.app.suppressions import with_options
-from customops.app.target import profile_for, read_container, shown
+from customops.app.target import profile_for, read_container
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
 from customops.triton.manifest import find_manifest, load_manifest

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from customops.app.launch_cache import command_line
-from customops.app.target import shown
+from customops.app.shown import shown
 from customops.errors import CustomopsError, InputError, printable
 from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host

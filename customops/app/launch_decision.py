@@ -7,14 +7,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from customops import progress
 from customops.app import launch_cache
 from customops.app.launch import Launch, environment_for, mounts_for, prepare
-from customops.app.request import ProbeOptions
-from customops.codes import Severity
 from customops.triton.mounts import Mounts, parse_mount
 from customops.triton.serverargs import parse
+
+if TYPE_CHECKING:
+    from customops.app.request import ProbeOptions
+    from customops.codes import Severity
 
 
 @dataclass(frozen=True)

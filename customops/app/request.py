@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from customops.app.target import ContainerChoice
 from customops.codes import Severity
+
+if TYPE_CHECKING:  # launch reads ProbeOptions on its cached path, which reads no container
+    from customops.app.target import ContainerChoice
 
 
 @dataclass(frozen=True)

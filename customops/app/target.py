@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from customops.app.shown import shown
 from customops.errors import CustomopsError, InputError, printable
 from customops.triton.container import Container, from_release, from_root, read_profile
 from customops.triton.manifest import Manifest, checkout_root, discover
@@ -81,10 +82,3 @@ def discovered_profile(choice: ContainerChoice, repositories: list[str]) -> str 
     """The profile file discovery finds above the repositories when no container is named (for a cache key:
     a change to it is outside the repositories' fingerprint)."""
     return None if choice.named else discover(repositories, PROFILE_NAME, "a profile", "--profile")
-
-
-def shown(path: str | os.PathLike[str]) -> str:
-    """A path for a note: relative to the working directory when inside it, else absolute."""
-    path = os.path.abspath(path)
-    cwd = os.getcwd()
-    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip("/") + "/") else path

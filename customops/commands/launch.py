@@ -14,6 +14,7 @@ from customops.errors import CustomopsError, printable
 if TYPE_CHECKING:
     from customops.app.launch import Launch
     from customops.app.launch_decision import LaunchRequest
+    from customops.app.request import ProbeOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,14 +86,18 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_request(args: argparse.Namespace) -> LaunchRequest:
     from customops.app.launch_decision import LaunchRequest
-    from customops.app.request import ProbeOptions
     from customops.codes import Severity
 
     return LaunchRequest(tuple(server_argv(args)), args.container_root, args.manifest,
                          Severity.parse(args.fail_on) if args.fail_on else None, check=not args.no_check,
                          existing_preload=args.existing_preload, mounts=tuple(args.mount),
-                         use_cache=not args.no_cache,
-                         probe=ProbeOptions(args.probe_python, args.probe_onnxruntime) if args.probe else None)
+                         use_cache=not args.no_cache, probe=probe_options(args) if args.probe else None)
+
+
+def probe_options(args: argparse.Namespace) -> ProbeOptions:
+    from customops.app.request import ProbeOptions
+
+    return ProbeOptions(args.probe_python, args.probe_onnxruntime)
 
 
 def find_program(program: str, path: list[str]) -> str:

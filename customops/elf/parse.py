@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from customops import sigbus
 from customops.elf.constants import (
     DF_BIND_NOW,
     DF_SYMBOLIC,
@@ -78,6 +79,7 @@ def open_mapped(path: str) -> tuple[mmap.mmap | bytes, FileIdentity]:
         st = os.fstat(fd)
         if st.st_size == 0:
             raise ElfError(path, "empty file, not an ELF object")
+        sigbus.before_mapping()
         data: mmap.mmap | bytes = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise ElfError(path, exc.strerror or str(exc)) from None

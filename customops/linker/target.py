@@ -14,15 +14,16 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import subprocess
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TYPE_CHECKING
 
 from customops import chroot, safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64
-from customops.elf.header import ElfHeaderError, read_header
 from customops.errors import InputError
-from customops.linker.ldcache import LdCache, parse_ld_cache
+
+if TYPE_CHECKING:  # what reads a root's files is imported when one is read: launch's cached start reads none
+    from customops.linker.ldcache import LdCache
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,8 @@ MACHINE_WITNESSES = ("/opt/tritonserver/bin/tritonserver", "/bin/sh")
 def machine_of(root: str) -> tuple[int, int] | None:
     """(e_machine, ELF class in bits) of the root's own programs, read from their ELF header; None where
     none of MACHINE_WITNESSES is an ELF file inside the root."""
+    from customops.elf.header import ElfHeaderError, read_header
+
     for path in MACHINE_WITNESSES:
         found = chroot.resolve(root, (), path)
         if found is None:
@@ -164,6 +167,8 @@ def _host_machine() -> tuple[int, int]:
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    import subprocess  # only a live target runs anything; a container root is read, not run (~8 ms to import)
+
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -223,6 +228,8 @@ def _lib_token(system_dirs: tuple[str, ...]) -> str:
 
 def _read_cache(root: str, path: str) -> LdCache | None:
     """The root's ld.so.cache (a symlink is followed inside the root); None if it has none."""
+    from customops.linker.ldcache import parse_ld_cache
+
     found = chroot.resolve(root, (), path)
     if found is None:
         return None

@@ -12,10 +12,9 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from customops import safeio
+from customops import packagedata, safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_X, PT_LOAD
 from customops.errors import InputError
 from customops.linker.target import LinkerTarget, live_target, target_for_root
@@ -231,7 +230,7 @@ def _definition_maxima(reader: ElfReader, path: str) -> dict[str, str]:
 
 
 def from_release(release: str) -> Container:
-    table = json.loads(resources.files("customops").joinpath("data/releases.json").read_text())
+    table = json.loads(packagedata.read_text("releases.json"))
     if release not in table["releases"]:
         known = ", ".join(sorted(table["releases"]))
         raise InputError(release, f"unknown Triton release (the built-in table knows {known})")

@@ -17,9 +17,9 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from customops import packagedata
 from customops.errors import CustomopsError
 
 UNKNOWN_FIELD = re.compile(r'Message type "(?P<type>[\w.]+)" has no field named "(?P<name>[^"]+)"')
@@ -34,7 +34,7 @@ class ConfigError:
     reason: str
 
 
-SCHEMA_FILE = "data/model_config.json"
+SCHEMA_FILE = "model_config.json"
 PROTO_NAME = "model_config.proto"
 MODEL_CONFIG = "inference.ModelConfig"
 
@@ -54,7 +54,7 @@ def schema() -> Schema:
     from google.protobuf import descriptor_pool, message_factory
 
     try:
-        doc = json.loads(resources.files("customops").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+        doc = json.loads(packagedata.read_text(SCHEMA_FILE))
         serialized = base64.b64decode(doc["file_descriptor_proto"], validate=True)
         pool = descriptor_pool.DescriptorPool()
         pool.AddSerializedFile(serialized)
@@ -69,7 +69,7 @@ def schema() -> Schema:
             pending.extend(message.nested_types)
         model_config = classes[MODEL_CONFIG]
     except (OSError, ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise CustomopsError(f"customops/{SCHEMA_FILE}: cannot load Triton's ModelConfig schema: {exc}") from exc
+        raise CustomopsError(f"customops/data/{SCHEMA_FILE}: cannot load Triton's ModelConfig schema: {exc}") from exc
     return Schema(pool, model_config, classes, dict(doc.get("source", {})))
 
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import posixpath
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from customops import chroot
-from customops.findings import Finding
-from customops.triton.container import SERVER_CWD, Container
-from customops.triton.manifest import Manifest
+from customops.triton.serverargs import SERVER_CWD
+
+if TYPE_CHECKING:  # launch's cached path builds a Context from the manifest alone (customops.app.launch)
+    from customops.findings import Finding
+    from customops.triton.container import Container
+    from customops.triton.manifest import Manifest
 
 
 @dataclass(frozen=True)

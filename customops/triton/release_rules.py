@@ -10,7 +10,8 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from customops import packagedata
 
 SERVER_VERSION = re.compile(r"^2\.(\d{1,4})\.")
 ANCHOR = ("24.05", 46)  # a release and its server minor version
@@ -32,7 +33,7 @@ TODAY = RepositoryRules()  # every rule: the core of today, for a container whos
 @cache
 def since() -> dict[str, str]:
     """rule -> the first release (YY.MM) that applies it."""
-    table = json.loads(resources.files("customops").joinpath("data/releases.json").read_text(encoding="utf-8"))
+    table = json.loads(packagedata.read_text("releases.json"))
     return {k: v for k, v in table["repository_rules"].items() if k != "note"}
 
 

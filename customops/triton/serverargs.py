@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 
+from customops import packagedata
 from customops.errors import CustomopsError, printable
 
 TRITON_HOME = "/opt/tritonserver"
@@ -78,7 +78,7 @@ class ServerArgs:
 
 @cache
 def server_options() -> dict[str, ServerOption]:
-    text = resources.files("customops").joinpath("data/tritonserver-options.json").read_text(encoding="utf-8")
+    text = packagedata.read_text("tritonserver-options.json")
     return {name: ServerOption(name, o["id"], o["argument"]) for name, o in json.loads(text)["options"].items()}
 
 

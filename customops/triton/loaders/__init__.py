@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from customops.triton.loaders import host, onnxruntime, pytorch, tensorflow, tensorrt
 from customops.triton.plan import Context, LoaderResult
-from customops.triton.repository import Model
+
+if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
+    from customops.triton.repository import Model
 
 ProcessLoader = Callable[[Context], LoaderResult]
-ModelLoader = Callable[[Model, Context, str, bool], LoaderResult]  # (model, ctx, backend library, first load)
+ModelLoader = Callable[["Model", Context, str, bool], LoaderResult]  # (model, ctx, backend library, first load)
 
 
 @dataclass(frozen=True)

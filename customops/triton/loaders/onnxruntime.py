@@ -7,9 +7,13 @@ mechanism: op libraries come only from each model's model_operations.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from customops.triton.loaders.tensorflow import op_libraries
 from customops.triton.plan import Context, LoaderResult
-from customops.triton.repository import Model
+
+if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
+    from customops.triton.repository import Model
 
 ENTRY_POINT = "RegisterCustomOps"
 

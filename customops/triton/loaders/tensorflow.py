@@ -8,9 +8,12 @@ process where the backend has already loaded libtensorflow_framework.so.2 (match
 
 from __future__ import annotations
 
-from customops.findings import Finding
+from typing import TYPE_CHECKING
+
 from customops.triton.plan import Context, LoaderResult, LoadStep, preloaded
-from customops.triton.repository import Model
+
+if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
+    from customops.triton.repository import Model
 
 CODES = frozenset({"CO104"})  # the findings it emits
 
@@ -26,6 +29,8 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
 def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
                  entry_points: tuple[str, ...]) -> LoaderResult:
     """model_operations entries, dlopen()ed by the framework inside the backend's process."""
+    from customops.findings import Finding  # per model only: launch's cached start runs the process-wide part
+
     steps, findings = [], []
     for written in model.op_libraries:
         if not written.startswith("/"):

@@ -5,8 +5,12 @@ plugin that fails to load there is only logged; the model then fails at deserial
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from customops.triton.plan import Context, LoaderResult, LoadStep
-from customops.triton.repository import Model
+
+if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
+    from customops.triton.repository import Model
 
 
 def process(ctx: Context) -> LoaderResult:
