@@ -1,11 +1,13 @@
 """Binding rules of do_lookup_x/check_match: weak definitions, weak references, GNU_UNIQUE."""
 
+from types import SimpleNamespace
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
 
-from customops.linker.scopeindex import members
+from customops.linker.scopeindex import ScopeIndex, members
 from customops.linker.types import Dlopen, Environment, Scenario
 
 
@@ -63,3 +65,16 @@ def test_the_bulk_membership_test_of_hash_halves_agrees_with_a_plain_one(sets, q
     q = np.array(queries, dtype=np.uint32)
     for values, found in zip(sorted_sets, members(sorted_sets, q), strict=True):
         assert found.tolist() == np.isin(q, values).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 60), max_size=40), max_size=5), st.lists(st.integers(0, 60), max_size=400))
+def test_the_scope_index_counts_the_exporters_of_each_hash_half_as_a_plain_count(sets, queries):
+    """How many objects of a scope may export each relocated name (the queries searched in sorted order):
+    exactly the number of objects whose export halves hold it."""
+    exports = [np.unique(np.array(s, dtype=np.uint32)) for s in sets]
+    objects = [SimpleNamespace(info=SimpleNamespace(symbols=SimpleNamespace(uses_gnu_hash=True))) for _ in sets]
+    halves = {id(o): (e, e[:0]) for o, e in zip(objects, exports, strict=True)}
+    index = ScopeIndex([objects], lambda o: halves[id(o)])  # type: ignore[list-item]
+    q = np.array(queries, dtype=np.uint32)
+    assert index.count(q).tolist() == [sum(int(v in e) for e in exports) for v in queries]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from customops import sigbus
+from customops import safeio, sigbus
 from customops.elf.constants import (
     DF_BIND_NOW,
     DF_SYMBOLIC,
@@ -68,8 +68,6 @@ MALFORMED = (struct.error, ValueError, IndexError, OverflowError, TypeError, Uni
 def open_mapped(path: str) -> tuple[mmap.mmap | bytes, FileIdentity]:
     """Map a file read-only; every OS-level failure becomes an ElfError naming the file. Opened without
     blocking (a FIFO is refused, not waited on) and only if it is a regular file."""
-    from customops import safeio
-
     try:
         fd = safeio.open_regular(path)
     except InputError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from rich.console import Console
 
 from customops import schemas
@@ -67,12 +69,14 @@ def _is_system(path: str, target: LinkerTarget) -> bool:
     return any(path.startswith(d.rstrip("/") + "/") for d in target.system_dirs) or path.startswith("/lib64/")
 
 
-def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> list[Binding]:
-    """Interpositions worth a user's attention: glibc's own libraries overriding one another are by design."""
-    return [b for b in prediction.interpositions()
+def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> Iterator[Binding]:
+    """Interpositions worth a user's attention: glibc's own libraries overriding one another are by design.
+    Lazily: the text report shows the first 20 (a framework library has thousands, and making each one's
+    record cost a third of a resolve)."""
+    return (b for b in prediction.interpositions()
             if not b.reason.startswith("copy relocation")
             and not (b.winner and _is_system(b.winner.object, target)
-                     and all(_is_system(d.object, target) for d in b.losers))]
+                     and all(_is_system(d.object, target) for d in b.losers)))
 
 
 def _collapse(attempts) -> list[tuple[str, str, str, int]]:
