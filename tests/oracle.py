@@ -189,16 +189,19 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
 
 
 def assert_same_as_per_symbol(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:
-    """The batch decisions (customops.linker.batch) equal the readable one-symbol-at-a-time lookup
-    (`Linker(..., batch=False)`) for every relocation, losers included (ld.so's LD_DEBUG output names only the
-    winners, so this is their oracle), and every outcome, object and message is the same."""
+    """The batch decisions (customops.linker.batch), with and without its per-symbol path for small objects,
+    equal the readable one-symbol-at-a-time lookup (`Linker(..., batch=False)`) for every relocation, losers
+    included (ld.so's LD_DEBUG output names only the winners, so this is their oracle), and every outcome,
+    object and message is the same."""
     slow = Linker(linker.target, linker.reader, batch=False).run(scenario)
-    assert slow.outcomes == prediction.outcomes
-    assert slow.objects == prediction.objects
-    assert (slow.global_scope, slow.exit_message) == (prediction.global_scope, prediction.exit_message)
-    keys = {(b.referrer, b.symbol) for b in prediction.bindings()} | {(b.referrer, b.symbol) for b in slow.bindings()}
-    for referrer, symbol in keys:
-        assert prediction.binding(referrer, symbol) == slow.binding(referrer, symbol), (referrer, symbol)
+    # the fixtures' small objects take the per-symbol path of the batch too (Linker's `few`): in bulk as well
+    for batch in (prediction, Linker(linker.target, linker.reader, few=0).run(scenario)):
+        assert slow.outcomes == batch.outcomes
+        assert slow.objects == batch.objects
+        assert (slow.global_scope, slow.exit_message) == (batch.global_scope, batch.exit_message)
+        keys = {(b.referrer, b.symbol) for b in batch.bindings()} | {(b.referrer, b.symbol) for b in slow.bindings()}
+        for referrer, symbol in keys:
+            assert batch.binding(referrer, symbol) == slow.binding(referrer, symbol), (referrer, symbol)
 
 
 def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from customops.elf.cache import ElfReader
 from customops.elf.constants import DF_1_PIE, RELOC_LAZY
 from customops.errors import ElfError
-from customops.linker.batch import BatchLookup
+from customops.linker.batch import FEW, BatchLookup
 from customops.linker.linkmap import LinkMap, first_loaded
 from customops.linker.lookup import LookupCrash, SymbolLookup
 from customops.linker.messages import dlerror, preload_warning, startup_error, unresolved
@@ -47,12 +47,16 @@ from customops.linker.versions import check_versions
 
 class Linker:
     """Simulates one process: the executable's startup, then each dlopen step in order. `batch=False` binds
-    every relocation with the readable per-symbol lookup alone (customops.linker.lookup), for tests."""
+    every relocation with the readable per-symbol lookup alone (customops.linker.lookup), for tests; `few`:
+    the batch relocates an object with at most this many looked-up relocations one symbol at a time (0: every
+    object in bulk, for tests)."""
 
-    def __init__(self, target: LinkerTarget, reader: ElfReader | None = None, batch: bool = True) -> None:
+    def __init__(self, target: LinkerTarget, reader: ElfReader | None = None, batch: bool = True,
+                 few: int = FEW) -> None:
         self.target = target
         self.reader = reader or ElfReader()
         self.batch = batch
+        self.few = few
 
     def run(self, scenario: Scenario) -> Prediction:
         return _Process(self, scenario).run()
@@ -66,7 +70,8 @@ class _Process:
         self.env = scenario.environment
         self.progname = scenario.executable
         self.search = LibrarySearch(self.target, self.env, self.progname)
-        self.lookup = (BatchLookup if linker.batch else SymbolLookup)(self.env.dynamic_weak)
+        self.lookup = (BatchLookup(self.env.dynamic_weak, linker.few) if linker.batch
+                       else SymbolLookup(self.env.dynamic_weak))
         self.objects: list[LinkMap] = []
         # Indexes over `objects` (ld.so walks its list of loaded objects; thousands of objects make that
         # walk quadratic here): every name and SONAME an object answers to, and every file identity.
