@@ -192,7 +192,7 @@ def test_a_start_on_a_cached_verdict_reads_no_file_of_the_container(setup, tmp_p
     assert "customops.app.launch_cache" in loaded and "customops.app.check" not in loaded
     assert loaded.isdisjoint({"numpy", "customops.elf.parse", "customops.elf.cache", "customops.triton.repository",
                               "customops.findings", "customops.app.target", "customops.commands.check",
-                              "importlib.resources", "subprocess", "ctypes", "shutil"}), loaded
+                              "importlib.resources", "subprocess", "ctypes", "shutil", "threading"}), loaded
 
 
 def test_a_changed_container_library_invalidates_the_decision(setup, tmp_path):

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from customops import progress
 from customops.app import launch_cache
 from customops.app.launch import Launch, environment_for, mounts_for, prepare
 from customops.triton.mounts import Mounts, parse_mount
@@ -60,6 +59,8 @@ def decide(request: LaunchRequest, failure_report: FailureReport) -> Decision:
         command, environment = environment_for(argv, request.container_root, request.manifest,
                                                 request.existing_preload, mounts)
         return Decision(command, environment, verdict["notes"], verdict["report"])
+    from customops import progress  # its thread is for a check: a cached start shows nothing
+
     with progress.shown("checking before the launch"):
         launch = _prepare(request, argv, mounts)
         report = failure_report(launch)
