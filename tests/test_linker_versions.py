@@ -1,10 +1,14 @@
 """Symbol versions: version nodes checked at load (dl-version.c), per-symbol versions at binding."""
 
 import re
+from pathlib import Path
 
+import pytest
+from elf_tools import gcc_shared
 from oracle import agree
 
 from customops.linker.messages import lazy_failure_messages
+from customops.linker.process import Linker
 from customops.linker.types import Dlopen, Environment, Scenario
 
 
@@ -80,3 +84,41 @@ def test_dlsym_returns_the_default_version(linker, loader, tree):
     prediction, oracle = agree(linker, Scenario(loader, steps=(Dlopen(lib, calls=("foo",)),)))
     assert prediction.outcomes[-1].calls[0].definition.version == "V2"
     assert oracle.calls == [("foo", "2")]
+
+
+
+def _two_referrers_of_a_version_their_named_file_lacks(directory: Path, loader: str) -> Scenario:
+    """libtop needs liba and libb, which both reference foo@V1 from libnamed.so; the libnamed.so found at run
+    time (SysV hash only) has version V1 but no foo."""
+    sysv = ("-Wl,--hash-style=sysv", "-Wl,-soname,libnamed.so")
+    script = directory / "v1.map"
+    script.write_text("V1 { global: *; };\n")
+    gcc_shared(directory / "link/libnamed.so", "int foo(void) { return 1; }\n", *sysv,
+               f"-Wl,--version-script={script}")
+    gcc_shared(directory / "run/libnamed.so", "int other(void) { return 2; }\n", *sysv,
+               f"-Wl,--version-script={script}")
+    for name in ("a", "b"):
+        gcc_shared(directory / f"lib{name}.so", f"int foo(void);\nint {name}_fn(void) {{ return foo(); }}\n",
+                   f"-L{directory / 'link'}", "-lnamed", f"-Wl,-soname,lib{name}.so")
+    top = gcc_shared(directory / "libtop.so",
+                     "int a_fn(void);\nint b_fn(void);\nint top(void) { return a_fn() + b_fn(); }\n",
+                     f"-L{directory}", "-la", "-lb")
+    return Scenario(loader, Environment(library_path=f"{directory / 'run'}:{directory}"), (Dlopen(str(top)),))
+
+
+def test_each_failing_relocation_names_its_own_referrer(linker, loader, tmp_path):
+    """The batch remembers a lookup for every object of its scope, but never a failure: its message names the
+    object whose relocation failed (it named the first one to fail for all of them)."""
+    scenario = _two_referrers_of_a_version_their_named_file_lacks(tmp_path, loader)
+    for model in (linker, Linker(linker.target, linker.reader, few=0), Linker(linker.target, batch=False)):
+        failing = model.run(scenario).outcomes[-1].unresolved
+        assert sorted(b.referrer for b in failing) == [f"{tmp_path}/liba.so", f"{tmp_path}/libb.so"]
+        assert all(b.failure is not None and b.failure.name == b.referrer for b in failing), failing
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="glibc 2.36 reports `undefined symbol: foo, version V1` where the model predicts `symbol "
+                   "foo version V1 not defined in file libnamed.so with link time reference` (the named-file rule "
+                   "of older loaders)")
+def test_a_version_missing_from_its_sysv_hashed_named_file_fails_as_ld_so_says(linker, loader, tmp_path):
+    agree(linker, _two_referrers_of_a_version_their_named_file_lacks(tmp_path, loader))

@@ -75,16 +75,20 @@ class BatchLookup(SymbolLookup):
 
     def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: str,
                scope: FlatScope) -> Decision:
-        """The lookup over the objects that may export the name, remembered for the scope."""
+        """The lookup over the objects that may export the name, remembered for the scope with everything the
+        lookup reads of the reference (its version's hidden flag and named file, whether the referrer is the
+        executable); a failure names its referrer, so it is not shared."""
         assert isinstance(scope, ScopeIndex)
-        key = (tuple(id(s) for s in referrer.scope), name, version.name if version else None, reloc == "lazy",
-               reloc == "copy")
+        key = (tuple(id(s) for s in referrer.scope), name,
+               None if version is None else (version.name, version.hidden, version.filename), reloc == "lazy",
+               reloc == "copy", referrer is self.main)
         memo = self._memo.get(key)
         if memo is None:
             half = self._hashes[name] >> 1
             memo = self.lookup(referrer, name, version, reloc == "lazy", scope, scope.candidates(half),
                                skip=referrer if reloc == "copy" else None)
-            self._memo[key] = memo
+            if memo[3] is None:
+                self._memo[key] = memo
         return memo
 
     # -- relocation in bulk ----------------------------------------------------------------------
