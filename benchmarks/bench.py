@@ -72,12 +72,12 @@ def measure(label: str, argv: list[str], runs: int, before=None) -> Measurement:
     return Measurement(label, statistics.median(times), max(rss), times)
 
 
-def set_aside(cache: str) -> None:
-    """Empty the cache directory before a cold run by renaming it away (removed when the process ends):
-    deleting thousands of entries just before a run made the run's own file creations wait on the disk
+def set_aside(directory: str | Path) -> None:
+    """Empty a cache, or drop a section's files, by renaming the directory away (removed when the benchmark
+    ends): deleting thousands of files just before a run made the run's own file creations wait on the disk
     (a chain of 5,000 libraries: 3.5 s cold after a rename, 6.6 s after a delete, on the benchmark's VM)."""
-    if os.path.exists(cache):
-        os.rename(cache, tempfile.mkdtemp(dir=ASIDE) + "/cache")
+    if os.path.exists(directory):
+        os.rename(directory, tempfile.mkdtemp(dir=ASIDE) + "/set-aside")
 
 
 def warm_page_cache(files: list[str]) -> None:
@@ -106,7 +106,7 @@ def scan_rows(files: list[str], runs: int) -> list[dict]:
         warm = measure("customops scan (warm)", scan, runs)
         nm = measure("nm -D --defined-only", ["nm", "-D", "--defined-only", path], runs)
         readelf = measure("readelf -W --dyn-syms", ["readelf", "-W", "--dyn-syms", path], runs)
-        shutil.rmtree(cache, ignore_errors=True)
+        set_aside(cache)
         rows.append({"file": Path(path).name, "size_mb": round(os.path.getsize(path) / 2**20, 1),
                      "measurements": [asdict(m) for m in (cold, warm, nm, readelf)],
                      "cold_vs_nm": cold.seconds / nm.seconds, "warm_vs_nm": warm.seconds / nm.seconds,
@@ -131,7 +131,7 @@ def resolve_rows(libraries: list[str], runs: int) -> list[dict]:
         warm = measure("customops resolve (warm)", resolve, runs)
         nm = measure("nm -D --defined-only (same files)", ["nm", "-D", "--defined-only", *files], runs)
         peers = [measure(label, argv, runs) for label, argv in tree_tools(lib)]
-        shutil.rmtree(cache, ignore_errors=True)
+        set_aside(cache)
         rows.append({"file": Path(lib).name, "objects": len(files),
                      "measurements": [asdict(m) for m in (cold, warm, nm, *peers)],
                      "cold_vs_nm": cold.seconds / nm.seconds, "warm_vs_nm": warm.seconds / nm.seconds,
@@ -188,7 +188,7 @@ def config_rows(tree: Path, sizes_kb: list[int], runs: int, out: Path) -> list[d
                  "--no-cache"]
         cold = measure(f"check, {size} KB config", check, runs)
         rows.append({"config_kb": size, "check": cold.seconds, "peak_rss_mb": cold.peak_rss_mb})
-        shutil.rmtree(repo.parent, ignore_errors=True)
+        set_aside(repo.parent)
     write_plot(rows, out, "config_kb", ("check",), "customops check time vs config.pbtxt size", "config.pbtxt KB")
     return rows
 
@@ -212,8 +212,8 @@ def chain_rows(loader: Path, depths: list[int], runs: int, out: Path) -> list[di
         uncached = measure(f"customops resolve --no-cache, chain of {depth}",
                            [*CUSTOMOPS, "resolve", "--host", str(loader), "--no-cache", "--dlopen", top], runs)
         ld_so = measure(f"ld.so: dlopen of a chain of {depth}", [str(loader), top], runs)
-        shutil.rmtree(cache, ignore_errors=True)
-        shutil.rmtree(directory, ignore_errors=True)
+        set_aside(cache)
+        set_aside(directory)
         rows.append({"depth": depth, "measurements": [asdict(m) for m in (cold, warm, uncached, ld_so)],
                      "cold_vs_ld_so": cold.seconds / ld_so.seconds, "warm_vs_ld_so": warm.seconds / ld_so.seconds,
                      "uncached_vs_ld_so": uncached.seconds / ld_so.seconds, "cold": cold.seconds,
@@ -243,7 +243,7 @@ def check_rows(root: Path, repo: Path, runs: int) -> list[dict]:
     warm = measure("customops check (warm)", check, runs)
     ldd = measure("ldd -r (same libraries, LD_LIBRARY_PATH=backends)",
                   ["env", f"LD_LIBRARY_PATH={library_path}", "ldd", "-r", *libraries], runs)
-    shutil.rmtree(cache, ignore_errors=True)
+    set_aside(cache)
     return [{"file": f"{repo.name} ({len(report['models'])} models, {len(libraries)} libraries)",
              "measurements": [asdict(m) for m in (cold, warm, ldd)], "cold_vs_ldd": cold.seconds / ldd.seconds}]
 
@@ -266,11 +266,11 @@ def scale_rows(tree: Path, sizes: list[int], runs: int, out: Path) -> list[dict]
         cache = tempfile.mkdtemp(prefix="customops-bench-")
         check = [*CUSTOMOPS, "check", str(repo), "--container-root", str(tree / "container"), "--format", "json",
                  "--cache-dir", cache]
-        cold = measure(f"check, {n} models (cold)", check, runs, before=partial(shutil.rmtree, cache, True))
+        cold = measure(f"check, {n} models (cold)", check, runs, before=partial(set_aside, cache))
         warm = measure(f"check, {n} models (warm)", check, runs)
         rows.append({"models": n, "cold": cold.seconds, "warm": warm.seconds, "peak_rss_mb": cold.peak_rss_mb})
-        shutil.rmtree(repo.parent, ignore_errors=True)
-        shutil.rmtree(cache, ignore_errors=True)
+        set_aside(repo.parent)
+        set_aside(cache)
     write_plot(rows, out, "models", ("cold", "warm"), "customops check time vs models (shared libraries)", "models")
     return rows
 
@@ -294,7 +294,7 @@ def launch_rows(root: Path, repo: Path, runs: int) -> list[dict]:
     run_once(env_argv)  # populate
     warm = measure("customops launch --dry-run (warm)", env_argv, runs)
     bare = measure("python -c pass", [sys.executable, "-c", "pass"], runs)
-    shutil.rmtree(cache, ignore_errors=True)
+    set_aside(cache)
     return [{"file": repo.name, "measurements": [asdict(warm), asdict(bare)],
              "overhead_ms": (warm.seconds - bare.seconds) * 1000}]
 
