@@ -215,35 +215,32 @@ def test_zip_bomb_in_a_torchscript_archive_is_read_bounded(tmp_path):
     assert torchscript_ops(str(archive)) == {("good", "op")}
 
 
-def test_library_truncated_while_mapped_ends_with_one_line_and_status_2(tmp_path):
+def _read_past_truncation(path: Path, handler: str, mapping: str) -> subprocess.CompletedProcess:
+    """A fresh interpreter runs `handler` (sigbus.install() or .arm()), maps a 64 KiB file at `path` with
+    `mapping` (an expression of `p`), truncates it and reads a page that is gone."""
     script = (
         "import mmap, os, sys\n"
-        "from customops import sigbus\n"
-        "sigbus.install()\n"
+        "from customops import safeio, sigbus\n"
+        f"{handler}\n"
         "p = sys.argv[1]\n"
         "open(p, 'wb').write(b'x' * 65536)\n"
-        "m = mmap.mmap(os.open(p, os.O_RDONLY), 0, access=mmap.ACCESS_READ)\n"
+        f"m = {mapping}\n"
         "os.truncate(p, 0)\n"
         "print(m[40000])\n")
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "lib.so")], capture_output=True,
-                            text=True, timeout=TIMEOUT, cwd=ROOT)
+    return subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=ROOT)
+
+
+def test_library_truncated_while_mapped_ends_with_one_line_and_status_2(tmp_path):
+    result = _read_past_truncation(tmp_path / "lib.so", "sigbus.install()",
+                                   "mmap.mmap(os.open(p, os.O_RDONLY), 0, access=mmap.ACCESS_READ)")
     assert result.returncode == 2 and result.stderr.startswith("customops: a file changed while it was being read")
     assert result.stderr.count("\n") == 1
 
 
 def test_the_cli_installs_the_sigbus_handler_before_it_maps_a_file(tmp_path):
     """The CLI only arms the handler at start (a cached launch maps nothing); mapping a file installs it."""
-    script = (
-        "import os, sys\n"
-        "from customops import safeio, sigbus\n"
-        "sigbus.arm()\n"
-        "p = sys.argv[1]\n"
-        "open(p, 'wb').write(b'x' * 65536)\n"
-        "m = safeio.map_regular(p, 1 << 20)\n"
-        "os.truncate(p, 0)\n"
-        "print(m[40000])\n")
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "model.pt")], capture_output=True,
-                            text=True, timeout=TIMEOUT, cwd=ROOT)
+    result = _read_past_truncation(tmp_path / "model.pt", "sigbus.arm()", "safeio.map_regular(p, 1 << 20)")
     assert result.returncode == 2 and result.stderr.startswith("customops: a file changed while it was being read")
 
 
