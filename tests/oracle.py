@@ -22,12 +22,20 @@ from customops.linker.messages import lazy_failure_messages
 from customops.linker.prediction import Prediction
 from customops.linker.process import Linker
 from customops.linker.types import Scenario
+from customops.report.resolve import INTERPRETER, load_tree
 
 BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
 TRYING = re.compile(r"^\s+trying file=(.+)$")
 FIND = re.compile(r"find library=(.+?) \[\d+\]; searching")
 DLOPEN = re.compile(r"^dlopen (.+?): (ok|error: (.*))$")
 CALL = re.compile(r"^call (.+?): (error: (.*)|-?\d+)$")
+# LD_DEBUG=files: who asked for a name, and that the name became a new object
+NEEDED = re.compile(r"^file=(.+?) \[\d+\];\s+needed by (.+?) \[\d+\]$")
+DLOPENED = re.compile(r"^file=(.+?) \[\d+\];\s+dynamically loaded by ")
+MAPPED = re.compile(r"^file=(.+?) \[\d+\];\s+generating link map$")
+# LD_DEBUG=libs: the search list being tried, "(RPATH from file X)", "(LD_LIBRARY_PATH)", "(system search path)"
+SEARCH_PATH = re.compile(r"^ search path=.*\t\t\((\w+)")
+SEARCH_CACHE = re.compile(r"^ search cache=")
 
 
 @dataclass
@@ -40,6 +48,9 @@ class OracleRun:
     dlopens: list[tuple[str, str | None]] = field(default_factory=list)  # (path, error or None)
     calls: list[tuple[str, str]] = field(default_factory=list)
     tried: dict[str, list[str]] = field(default_factory=dict)  # library name -> files tried, in order
+    # every new object a NEEDED entry or preload brought in: (the dlopen it came with, or None at startup;
+    # needed by, name, file, the kind of search list that found it)
+    loads: list[tuple[str | None, str, str, str, str | None]] = field(default_factory=list)
 
     def error_of(self, path: str) -> str | None:
         return next(err for p, err in self.dlopens if p == path)
@@ -72,7 +83,7 @@ def run_oracle(scenario: Scenario) -> OracleRun:
     if e.dynamic_weak:
         env["LD_DYNAMIC_WEAK"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
-        env["LD_DEBUG"] = "libs,bindings,versions"
+        env["LD_DEBUG"] = "libs,bindings,versions,files"
         env["LD_DEBUG_OUTPUT"] = os.path.join(tmp, "ld")
         proc = subprocess.run(argv_for(scenario), env=env, cwd=e.cwd, capture_output=True, text=True, timeout=60)
         debug = "".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("ld*")))
@@ -100,15 +111,32 @@ def run_with_ld_debug(argv: list[str], env: dict[str, str] | None = None) -> Ora
 
 def parse_ld_debug(debug: str, run: OracleRun) -> None:
     current: str | None = None
+    needed_by: dict[str, str] = {}
+    kind: str | None = None
+    step: str | None = None
     for line in debug.splitlines():
         text = line.split(":", 1)[1] if ":" in line and line.split(":", 1)[0].strip().isdigit() else line
+        text = text[1:] if text.startswith("\t") else text
         if m := BINDING.search(text):
             run.bindings.setdefault((m.group(1), m.group(3)), (m.group(2), m.group(4)))
         elif m := FIND.search(text):
-            current = m.group(1)
+            current, kind = m.group(1), None
             run.tried.setdefault(current, [])
         elif (m := TRYING.match(text)) and current is not None:
             run.tried[current].append(m.group(1))
+        elif m := SEARCH_PATH.match(text):
+            kind = m.group(1)
+        elif SEARCH_CACHE.match(text):
+            kind = "cache"
+        elif m := NEEDED.match(text):
+            needed_by[m.group(1)] = m.group(2)
+        elif m := DLOPENED.match(text):
+            step = m.group(1)
+        elif (m := MAPPED.match(text)) and m.group(1) in needed_by:
+            name = m.group(1)
+            searched = "/" not in name and bool(run.tried.get(name))
+            run.loads.append((step, needed_by.pop(name), name, run.tried[name][-1] if searched else name,
+                              kind if searched else None))
 
 
 def relocated_names(path: str) -> set[bytes]:
@@ -182,10 +210,31 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
     assert [name for name, _ in oracle.calls] == [c.symbol for c in predicted_calls]
     for (_name, value), call in zip(oracle.calls, predicted_calls, strict=True):
         assert (call.status == "ok") == value.lstrip("-").isdigit()
+    # ld.so maps part of a failing step's tree before it gives up: the model shows what a step that loads loaded
+    failed = {o.request if o.kind == "dlopen" else None for o in prediction.outcomes
+              if not o.ok and o.kind != "preload"}
+    assert model_loads(prediction) == [load for load in oracle.loads if load[0] not in failed]
     compared = compare_bindings(prediction, oracle)
     assert compared > 0 or not any(os.path.isfile(referrer) for referrer, _ in oracle.bindings)
     assert_same_as_per_symbol(linker, scenario, prediction)
     return prediction, oracle
+
+
+def model_loads(prediction: Prediction) -> list[tuple[str | None, str, str, str, str | None]]:
+    """The objects `resolve` shows under each step (report.resolve.load_tree), as ld.so's LD_DEBUG=files,libs
+    tells them: who needed each, the name asked for, the file, and the kind of search list that found it.
+    (Only the kind: ld.so labels a directory with the object that first put it on any search list.)"""
+    kinds = {"RPATH": "RPATH", "RUNPATH": "RUNPATH", "LD_LIBRARY_PATH": "LD_LIBRARY_PATH", "ld.so.cache": "cache",
+             "system": "system"}
+    loads = []
+    for outcome in prediction.outcomes:
+        if outcome.ok:
+            order = {path: i for i, path in enumerate(outcome.loaded)}  # ld.so tells them in load order
+            rows = sorted(load_tree(prediction, outcome), key=lambda row: order[row.path])
+            loads += [(outcome.request if outcome.kind == "dlopen" else None, row.needed_by, row.name, row.path,
+                       kinds.get(row.found_by.split(" ")[0])) for row in rows
+                      if row.found_by != INTERPRETER]
+    return loads
 
 
 def assert_same_as_per_symbol(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:

@@ -2,6 +2,7 @@
 with no recursion limit, and the model still agrees with the real ld.so on every load, binding and error.
 The libraries are written by fixtures/chain.py (a few milliseconds for thousands)."""
 
+import io
 import time
 from types import SimpleNamespace
 
@@ -10,10 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
+from rich.console import Console
 
 from customops.linker.messages import NOT_FOUND
 from customops.linker.scopeindex import ScopeIndex
 from customops.linker.types import Dlopen, Environment, Scenario
+from customops.report.resolve import render_prediction
 from fixtures.chain import chain, diamonds, fan_out, function_of, write_graph
 
 
@@ -28,6 +31,18 @@ def test_a_chain_of_1000_libraries_loads_as_ld_so_loads_it(linker, loader, graph
     assert prediction.outcomes[-1].ok
     assert len(prediction.outcomes[-1].loaded) == 1000
     assert oracle.calls == [(function_of(top.name), "42")]  # every link of the chain was bound and called
+
+
+def test_a_chain_1000_deep_is_shown_with_its_depth_beyond_16_levels_of_indentation(linker, loader, graphs):
+    """resolve's load tree (whose rows `agree` compared with ld.so above) stays linear in size: a hostile chain
+    does not print millions of spaces."""
+    top = write_graph(graphs / "chain1000", chain(1000))
+    console = Console(file=io.StringIO(), width=1000, no_color=True)
+    render_prediction(linker.run(Scenario(loader, steps=(Dlopen(str(top)),))), linker.target, console)
+    lines = console.file.getvalue().splitlines()
+    last = next(line for line in lines if "libchain999.so =>" in line)
+    assert last.startswith(" " * (9 + 2 * 16) + "[998] libchain999.so => ")
+    assert max(map(len, lines)) < 400
 
 
 def test_a_chain_of_5000_libraries_resolves_without_recursion_in_linear_time(linker, loader, graphs):

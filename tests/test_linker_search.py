@@ -1,12 +1,15 @@
 """Library search (dl-load.c _dl_map_object): RPATH chain, LD_LIBRARY_PATH, RUNPATH, cache, system
 directories, hwcaps subdirectories, dynamic string tokens, and which candidates are skipped."""
 
+import io
 import os
 
 from conftest import needs_toolchain
 from oracle import agree
+from rich.console import Console
 
 from customops.linker.types import Dlopen, Environment, Scenario
+from customops.report.resolve import render_prediction
 
 
 def tried(paths):
@@ -180,3 +183,33 @@ def test_a_preloaded_directory_is_ignored_with_a_warning(linker, loader, tree, t
     prediction, _ = agree(linker, Scenario(loader, Environment(preload=f"{tmp_path}/libpre.so"),
                                            (Dlopen(f"{tree}/g/libuse_bare.so"),)))
     assert prediction.outcomes[0].warnings
+
+
+def rendered(linker, prediction) -> list[str]:
+    console = Console(file=io.StringIO(), width=1000, no_color=True)
+    render_prediction(prediction, linker.target, console)
+    return console.file.getvalue().splitlines()
+
+
+def test_resolve_shows_each_object_under_the_one_that_needed_it_with_the_search_list_that_found_it(
+        linker, loader, tree):
+    """libtree's view: `agree` compares every row (who needed it, the name, the file, the kind of search list)
+    with ld.so's LD_DEBUG=files,libs; the label names the object whose RUNPATH was used, which ld.so's own
+    debug output does not (it names the first object that put the directory on any search list)."""
+    prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(f"{tree}/g/i/libtop_runpath3.so"),)))
+    lines = rendered(linker, prediction)
+    top = lines.index(f" loaded dlopen {tree}/g/i/libtop_runpath3.so")
+    assert lines[top + 1:top + 3] == [
+        f"         libmid.so => {tree}/g/i/dm3/libmid.so  (RUNPATH of {tree}/g/i/libtop_runpath3.so)",
+        f"           libleaf.so => {tree}/g/i/dm3/libleaf.so  (RUNPATH of {tree}/g/i/dm3/libmid.so)",
+    ]
+
+
+def test_resolve_shows_the_program_its_preloads_and_its_interpreter_at_startup(linker, loader, tree):
+    preload = f"{tree}/g/d_llp/libw.so"
+    prediction, _ = agree(linker, Scenario(loader, Environment(preload=preload)))
+    lines = rendered(linker, prediction)
+    startup = lines.index(f" loaded startup {loader}")
+    assert lines[startup + 1] == f"         {preload}  (LD_PRELOAD)"
+    assert lines[startup + 2].startswith("         libc.so.6 => /") and lines[startup + 2].endswith("  (ld.so.cache)")
+    assert lines[startup + 3].endswith("  (the program's interpreter)")

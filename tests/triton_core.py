@@ -16,6 +16,7 @@ core's `Poll failed for model directory` and `failed to load` log lines).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -86,28 +87,37 @@ def _why_not_built(out: Path, want: str | None) -> str | None:
 
 
 def core() -> Path:
-    """The oracle's directory, built when missing or stale; skips the test when it cannot be built."""
+    """The oracle's directory, built when missing or stale; skips the test when it cannot be built. Test
+    workers share one build: the first builds under a lock, the others wait for it."""
     if os.environ.get("CUSTOMOPS_TRITON_CORE"):
         out = Path(os.environ["CUSTOMOPS_TRITON_CORE"])
         if _built(out):
             return out
     else:
         out = DEFAULT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        why = _why_not_ready(out)
+    if why:
+        pytest.skip(why)
+    return out
+
+
+def _why_not_ready(out: Path) -> str | None:
+    """Build the core into `out` when it is missing or built from other sources; the reason it cannot be."""
     want = source_hash() if (SHARED / "build.sh").is_file() and (SHARED / "triton-src.tar.xz").is_file() else None
     if _built(out):
         stamp = out / STAMP
         if want is None or not stamp.exists():  # no sources to compare with, or built before stamps existed
-            return out
+            return None
         if stamp.read_text().strip() == want:
-            return out
+            return None
         # stale: build.sh extracts the sources and builds the products only when they are missing
         shutil.rmtree(out / "src", ignore_errors=True)
         for product in [*PRODUCTS, *(str(p.relative_to(out)) for p in out.glob("backends/*.so"))]:
             (out / product).unlink(missing_ok=True)
-    why = _why_not_built(out, want)
-    if why:
-        pytest.skip(why)
-    return out
+    return _why_not_built(out, want)
 
 
 LDD = re.compile(r"^\s*(?:\S+ => )?(/\S+) \(0x", re.M)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from rich.console import Console
 
@@ -10,7 +11,7 @@ from customops import schemas
 from customops.elf.demangle import demangle
 from customops.linker.prediction import Prediction
 from customops.linker.target import LinkerTarget
-from customops.linker.types import Binding, Definition
+from customops.linker.types import Binding, Definition, StepOutcome
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
 
@@ -62,6 +63,7 @@ def prediction_record(prediction: Prediction, target: LinkerTarget) -> dict:
     }
 
 
+MAX_INDENT = 16  # deeper rows of the load tree say their depth: a chain thousands deep stays readable
 STATUS_STYLE = {"loaded": "green", "failed": "red", "fatal": "bold red", "crash": "bold red", "ignored": "yellow"}
 
 
@@ -77,6 +79,49 @@ def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> Iter
             if not b.reason.startswith("copy relocation")
             and not (b.winner and _is_system(b.winner.object, target)
                      and all(_is_system(d.object, target) for d in b.losers)))
+
+
+INTERPRETER = "the program's interpreter"  # ld.so itself: PT_INTERP, loaded before any search
+
+
+class TreeRow(NamedTuple):
+    """One object a step loaded, below the object whose DT_NEEDED asked for it (libtree's view)."""
+
+    depth: int
+    needed_by: str  # l_name of the object that asked for it (the program's path for the program)
+    name: str  # what was asked for: the DT_NEEDED or LD_PRELOAD entry
+    path: str  # what ld.so loaded: its l_name
+    found_by: str  # the search list that found it ("RUNPATH of ...", "ld.so.cache", ...), or how it was named
+
+
+def load_tree(prediction: Prediction, outcome: StepOutcome) -> list[TreeRow]:
+    """Every object the step loaded after its first (the request, or the program), depth first under the
+    object that needed it, in load order among siblings: what libtree and lddtree show, with the search
+    list that found each."""
+    loaded = list(outcome.loaded)
+    if not loaded:
+        return []
+    parent = {o.name: o.loaded_by for o in prediction.objects if o.name in set(loaded)}
+    searched: dict[str, tuple[str, str]] = {}  # path -> (name asked for, search list), the first search wins
+    preloads = {o.request for o in prediction.outcomes if o.kind == "preload"}
+    for other in prediction.outcomes:
+        for s in other.searches:
+            if s.found is not None:
+                winner = next(a for a in reversed(s.attempts) if a.path == s.found)
+                searched.setdefault(s.found, (s.name, winner.source))
+    children: dict[str, list[str]] = {}
+    for name in loaded[1:]:
+        above = parent.get(name)
+        children.setdefault(above if above in parent and above != name else loaded[0], []).append(name)
+    rows: list[TreeRow] = []
+    pending = [(loaded[0], child, 0) for child in reversed(children.get(loaded[0], []))]
+    while pending:  # depth first without recursion: a DT_NEEDED chain may be thousands deep
+        node, child, depth = pending.pop()
+        named = "LD_PRELOAD" if child in preloads else "named by path" if parent.get(child) else INTERPRETER
+        name, found_by = searched.get(child, (child, named))
+        rows.append(TreeRow(depth, node, name, child, found_by))
+        pending.extend((child, grandchild, depth + 1) for grandchild in reversed(children.get(child, [])))
+    return rows
 
 
 def _collapse(attempts) -> list[tuple[str, str, str, int]]:
@@ -109,6 +154,10 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
         for warning in outcome.warnings:
             if warning != outcome.message:
                 console.print(f"         [yellow]{markup(warning)}[/]")
+        for row in load_tree(prediction, outcome):
+            label = row.path if row.name == row.path else f"{row.name} => {row.path}"
+            indent = "  " * min(row.depth, MAX_INDENT) + (markup(f"[{row.depth}] ") if row.depth > MAX_INDENT else "")
+            console.print(f"         {indent}{markup(label)}  [dim]({markup(row.found_by)})[/]")
         for search in outcome.searches:
             if search.found is None:
                 console.print(f"         {markup(search.name)} (needed by {markup(search.requested_by)}): "
