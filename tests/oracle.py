@@ -21,7 +21,7 @@ from customops.elf.cache import ElfReader
 from customops.linker.messages import lazy_failure_messages
 from customops.linker.prediction import Prediction
 from customops.linker.process import Linker
-from customops.linker.types import Scenario
+from customops.linker.types import FailureKind, Scenario
 from customops.report.resolve import INTERPRETER, load_tree
 
 BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
@@ -217,6 +217,7 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
     compared = compare_bindings(prediction, oracle)
     assert compared > 0 or not any(os.path.isfile(referrer) for referrer, _ in oracle.bindings)
     assert_same_as_per_symbol(linker, scenario, prediction)
+    assert_same_tree_without_binding(linker, scenario, prediction)
     return prediction, oracle
 
 
@@ -251,6 +252,23 @@ def assert_same_as_per_symbol(linker: Linker, scenario: Scenario, prediction: Pr
         keys = {(b.referrer, b.symbol) for b in batch.bindings()} | {(b.referrer, b.symbol) for b in slow.bindings()}
         for referrer, symbol in keys:
             assert batch.binding(referrer, symbol) == slow.binding(referrer, symbol), (referrer, symbol)
+
+
+SYMBOL_FAILURES = {FailureKind.UNDEFINED_SYMBOL, FailureKind.VERSION_NOT_IN_FILE, FailureKind.LOOKUP_ASSERTION}
+
+
+def assert_same_tree_without_binding(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:
+    """resolve --tree-only (a reader without relocations: nothing is bound) predicts every step's status,
+    message and load tree as the full model does, up to the first step a symbol decides."""
+    tree = Linker(linker.target, ElfReader(use_cache=False, relocations=False)).run(scenario)
+    assert not tree.raw_bindings
+    for full, alone in zip(prediction.outcomes, tree.outcomes, strict=False):
+        if full.unresolved or full.lazy_failures or (full.failure and full.failure.kind in SYMBOL_FAILURES):
+            break
+        assert (alone.kind, alone.request, alone.status, alone.message, alone.loaded, alone.searches,
+                alone.version_errors) == (full.kind, full.request, full.status, full.message, full.loaded,
+                                          full.searches, full.version_errors)
+        assert load_tree(tree, alone) == load_tree(prediction, full)
 
 
 def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]

@@ -248,6 +248,24 @@ def test_resolve_of_tritonserver_starts_in_its_working_directory(example, tmp_pa
     assert step["status"] == "loaded" and step["request"] == "/opt/tritonserver/backends/pytorch/libtriton_pytorch.so"
 
 
+def test_resolve_tree_only_binds_nothing_so_an_undefined_symbol_loads_and_says_so(tree, tmp_path):
+    """--tree-only does what libtree and lddtree do (load, search, check versions): the library whose undefined
+    data symbol fails the full resolve loads, the output says no symbol was bound, and the parse cache, which
+    holds only what binding needs, is neither read nor written."""
+    lib = f"{tree}/f/libu.so"
+    full = customops(["resolve", "--format", "json", "--dlopen", lib], tmp_path, tmp_path / "full-cache")
+    alone = customops(["resolve", "--tree-only", "--format", "json", "--dlopen", lib], tmp_path, tmp_path / "cache")
+    assert (full.returncode, alone.returncode) == (1, 0), alone
+    assert json.loads(full.stdout)["symbols_bound"] is True
+    record = json.loads(alone.stdout)
+    assert record["symbols_bound"] is False and record["interpositions"] == []
+    assert (record["steps"][-1]["status"], record["steps"][-1]["unresolved"]) == ("loaded", [])
+    assert not (tmp_path / "cache").exists()
+    text = customops(["resolve", "--tree-only", "--dlopen", lib], tmp_path, tmp_path / "cache")
+    assert text.stdout.splitlines()[0] == ("note: --tree-only: no symbol is bound; undefined symbols and "
+                                           "interpositions are not reported")
+
+
 def test_resolve_in_a_root_without_tritonserver_says_which_program_it_started(container, tmp_path):
     os.unlink(container / SERVER.lstrip("/"))
     (container / "usr" / "bin").mkdir(parents=True, exist_ok=True)

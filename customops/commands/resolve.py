@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where a directory of this machine appears in the target, as docker -v (repeatable)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text for people, json for scripts (default: text)")
+    p.add_argument("--tree-only", action="store_true",
+                   help="load, search and check symbol versions, but bind no symbol (what libtree and lddtree "
+                        "do; several times faster on framework libraries): undefined symbols and interpositions "
+                        "are not reported")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the parse cache")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
                    help="parse cache directory (default: $XDG_CACHE_HOME/customops)")
@@ -94,10 +98,12 @@ def run(args: argparse.Namespace) -> int:
     preload = " ".join(target_path(p) for p in args.preload) or None
     environment = Environment(library_path=args.library_path, preload=preload, bind_now=args.bind_now,
                               dynamic_weak=args.dynamic_weak, cwd=cwd)
-    linker = Linker(target, ElfReader(args.cache_dir, use_cache=not args.no_cache))
+    linker = Linker(target, ElfReader(args.cache_dir, use_cache=not args.no_cache, relocations=not args.tree_only))
     prediction = linker.run(Scenario(executable, environment, tuple(steps)))
+    if args.tree_only:
+        notes.append("--tree-only: no symbol is bound; undefined symbols and interpositions are not reported")
     if args.format == "json":
-        sys.stdout.write(dumps(prediction_record(prediction, target)))
+        sys.stdout.write(dumps(prediction_record(prediction, target, symbols_bound=not args.tree_only)))
         sys.stdout.write("\n")
     else:
         render_prediction(prediction, target, notes=notes)

@@ -50,8 +50,12 @@ FACT_SHAPES: dict[str, object] = {"cxx-abi": cachedir.CXX_ABI_SHAPE}
 class ElfReader:
     """Parses each distinct file at most once per process, and at most once per change on disk."""
 
-    def __init__(self, cache_dir: Path | None = None, use_cache: bool = True) -> None:
+    def __init__(self, cache_dir: Path | None = None, use_cache: bool = True, relocations: bool = True) -> None:
+        """`relocations=False`: a reader for a load tree alone, which skips the pass over relocations (the only
+        thing an entry caches), so it neither reads nor writes the cache."""
+        use_cache = use_cache and relocations
         self.cache_dir = cachedir.trusted_root(cache_dir) if use_cache else None  # None: no cache, or untrusted
+        self.relocations = relocations
         self._memo: dict[FileIdentity, ElfInfo] = {}
         self._facts: dict[tuple[FileIdentity, str], dict] = {}
         self.hits = 0
@@ -66,7 +70,7 @@ class ElfReader:
         info = self._load(path, data, identity) if self.cache_dir else None
         if info is None:
             self.misses += 1
-            info = parse_elf(path, data, identity)
+            info = parse_elf(path, data, identity, self.relocations)
             if self.cache_dir:
                 cachedir.write_entry(self.cache_dir, _entry_names(identity), encode_entry(info))
         else:

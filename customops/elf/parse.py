@@ -56,7 +56,7 @@ from customops.elf.header import ElfHeader, Segment, program_headers, read_heade
 from customops.elf.image import FileImage
 from customops.elf.mapping import NO_DYNAMIC, check_mapping
 from customops.elf.records import ElfInfo, FileIdentity, TableLayout
-from customops.elf.relocations import named_extent, relocation_classes
+from customops.elf.relocations import NO_RELOCATION, named_extent, relocation_classes
 from customops.elf.symbols import SymbolTable
 from customops.elf.versions import version_definitions, version_needs
 from customops.errors import ElfError, InputError
@@ -86,10 +86,12 @@ def open_mapped(path: str) -> tuple[mmap.mmap | bytes, FileIdentity]:
     return data, FileIdentity.of(st)
 
 
-def parse_elf(path: str, data: mmap.mmap | bytes, identity: FileIdentity) -> ElfInfo:
-    """Parse a mapped file. Any structural problem is reported as ElfError(path, reason)."""
+def parse_elf(path: str, data: mmap.mmap | bytes, identity: FileIdentity, relocations: bool = True) -> ElfInfo:
+    """Parse a mapped file. Any structural problem is reported as ElfError(path, reason). Without
+    `relocations`, the pass over every relocation is skipped: the symbols carry no relocation classes, for a
+    load tree that binds nothing (resolve --tree-only)."""
     try:
-        return Parser(path, data, identity).parse()
+        return (Parser if relocations else _UnrelocatedParser)(path, data, identity).parse()
     except ElfError:
         raise
     except MALFORMED as exc:
@@ -248,6 +250,13 @@ class Parser:
             layout=layout,
             symbols=symbols,
         )
+
+
+class _UnrelocatedParser(Parser):
+    """Every symbol reads as named by no relocation."""
+
+    def relocation_classes(self, dynamic: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(count, dtype=np.uint8), np.full(count, NO_RELOCATION, dtype=np.uint32)
 
 
 def _split_path(value: str) -> tuple[str, ...]:

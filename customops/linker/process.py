@@ -57,6 +57,8 @@ class Linker:
         self.reader = reader or ElfReader()
         self.batch = batch
         self.few = few
+        # a reader without relocations (resolve --tree-only) loads, searches and checks versions, binds nothing
+        self.binds = self.reader.relocations
 
     def run(self, scenario: Scenario) -> Prediction:
         return _Process(self, scenario).run()
@@ -72,6 +74,7 @@ class _Process:
         self.search = LibrarySearch(self.target, self.env, self.progname)
         self.lookup = (BatchLookup(self.env.dynamic_weak, linker.few) if linker.batch
                        else SymbolLookup(self.env.dynamic_weak))
+        self.binds = linker.binds
         self.objects: list[LinkMap] = []
         # Indexes over `objects` (ld.so walks its list of loaded objects; thousands of objects make that
         # walk quadratic here): every name and SONAME an object answers to, and every file identity.
@@ -339,6 +342,8 @@ class _Process:
         those that fail at their first call (lazy binding), and ld.so's crash."""
         failing: list[Binding] = []
         lazy_failures: list[Binding] = []
+        if not self.binds:
+            return failing, lazy_failures, None
         for obj in reversed(order) if only is None else order:
             if obj.relocated or (only is not None and obj not in only):
                 continue

@@ -34,10 +34,12 @@ def _binding(b: Binding) -> dict:
     }
 
 
-def prediction_record(prediction: Prediction, target: LinkerTarget) -> dict:
+def prediction_record(prediction: Prediction, target: LinkerTarget, symbols_bound: bool = True) -> dict:
+    """`symbols_bound`: false for resolve --tree-only, whose steps load without their symbols bound."""
     return {
         "schema": RESOLVE_SCHEMA,
         "ok": prediction.ok,
+        "symbols_bound": symbols_bound,
         "root": target.root,
         "assumptions": list(target.assumptions),
         "exit_message": prediction.exit_message,
