@@ -129,14 +129,16 @@ def resolve_rows(libraries: list[str], runs: int) -> list[dict]:
         resolve = [*CUSTOMOPS, "resolve", "--cache-dir", cache, "--dlopen", lib]
         cold = measure("customops resolve (cold)", resolve, runs, before=fresh)
         warm = measure("customops resolve (warm)", resolve, runs)
+        # what the tree tools do: load, search, check versions, bind nothing (it reads and writes no cache)
+        tree = measure("customops resolve --tree-only", [*CUSTOMOPS, "resolve", "--tree-only", "--dlopen", lib], runs)
         nm = measure("nm -D --defined-only (same files)", ["nm", "-D", "--defined-only", *files], runs)
         peers = [measure(label, argv, runs) for label, argv in tree_tools(lib)]
         set_aside(cache)
         rows.append({"file": Path(lib).name, "objects": len(files),
-                     "measurements": [asdict(m) for m in (cold, warm, nm, *peers)],
+                     "measurements": [asdict(m) for m in (cold, warm, tree, nm, *peers)],
                      "cold_vs_nm": cold.seconds / nm.seconds, "warm_vs_nm": warm.seconds / nm.seconds,
-                     "peers": {m.label: {"cold": cold.seconds / m.seconds, "warm": warm.seconds / m.seconds}
-                               for m in peers}})
+                     "peers": {m.label: {"cold": cold.seconds / m.seconds, "warm": warm.seconds / m.seconds,
+                                         "tree_only": tree.seconds / m.seconds} for m in peers}})
     return rows
 
 
@@ -335,6 +337,7 @@ def render(results: dict) -> str:
         for peer, ratio in row["peers"].items():
             lines.append(f"| {row['file']} | resolve cold / {peer} | {ratio['cold']:.2f}x |")
             lines.append(f"| {row['file']} | resolve warm / {peer} | {ratio['warm']:.2f}x |")
+            lines.append(f"| {row['file']} | resolve --tree-only / {peer} | {ratio['tree_only']:.2f}x |")
     for row in results["probe"]:
         lines.append(f"| {row['file']} | probe / (import torch + loads) | {row['probe_vs_import']:.2f}x |")
     for row in results["launch"]:
