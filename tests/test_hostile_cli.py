@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from elf_tools import gcc_shared
 
 from customops.errors import printable
 
@@ -142,6 +143,16 @@ def copied_library(t: Path, tree: Path, name: bytes) -> bytes:
     return name + b".so"
 
 
+def needing_a_hostile_name(t: Path) -> str:
+    """A library whose DT_NEEDED entry, found beside it through RUNPATH $ORIGIN, holds an escape sequence and
+    markup: resolve prints it in the load tree."""
+    hostile = "lib\x1b[2J[red]dep.so"
+    gcc_shared(t / hostile, "int dep(void) { return 1; }", f"-Wl,-soname,{hostile}")
+    gcc_shared(t / "libtop.so", "int dep(void); int top(void) { return dep(); }", str(t / hostile),
+               "-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags")
+    return "./libtop.so"
+
+
 def deep_profile(t: Path) -> str:
     (t / "profile.json").write_text("[" * 100_000 + "]" * 100_000)
     return str(t / "profile.json")
@@ -252,6 +263,8 @@ ROWS: list[Row] = [
     ("resolve a library named with an escape sequence", lambda t, tr: [
         "resolve", "--dlopen", b"./" + copied_library(t, tr, b"\x1b]8;;http:e\x1b\\x[red]")], 1,
      "\\x1b]8;;http:e\\x1b\\x[red].so"),
+    ("resolve's load tree of a DT_NEEDED named with an escape sequence", lambda t, tr: [
+        "resolve", "--dlopen", needing_a_hostile_name(t)], 0, "lib\\x1b[2J[red]dep.so => "),
 ]
 
 
