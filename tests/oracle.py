@@ -254,7 +254,7 @@ def assert_same_as_per_symbol(linker: Linker, scenario: Scenario, prediction: Pr
             assert batch.binding(referrer, symbol) == slow.binding(referrer, symbol), (referrer, symbol)
 
 
-SYMBOL_FAILURES = {FailureKind.UNDEFINED_SYMBOL, FailureKind.VERSION_NOT_IN_FILE, FailureKind.LOOKUP_ASSERTION}
+SYMBOL_FAILURES = {FailureKind.UNDEFINED_SYMBOL, FailureKind.LOOKUP_ASSERTION}
 
 
 def assert_same_tree_without_binding(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:

@@ -77,7 +77,8 @@ class BatchLookup(SymbolLookup):
                scope: FlatScope) -> Decision:
         """The lookup over the objects that may export the name, remembered for the scope with everything the
         lookup reads of the reference (its version's hidden flag and named file, whether the referrer is the
-        executable); a failure names its referrer, so it is not shared."""
+        executable). An undefined name is remembered too: its message is made from each referrer's own
+        Bound."""
         assert isinstance(scope, ScopeIndex)
         key = (tuple(id(s) for s in referrer.scope), name,
                None if version is None else (version.name, version.hidden, version.filename), reloc == "lazy",
@@ -87,8 +88,7 @@ class BatchLookup(SymbolLookup):
             half = self._hashes[name] >> 1
             memo = self.lookup(referrer, name, version, reloc == "lazy", scope, scope.candidates(half),
                                skip=referrer if reloc == "copy" else None)
-            if memo[3] is None:
-                self._memo[key] = memo
+            self._memo[key] = memo
         return memo
 
     # -- relocation in bulk ----------------------------------------------------------------------
@@ -168,7 +168,7 @@ class BatchLookup(SymbolLookup):
                 weak_ref = (int(e["st_shndx"][k]) == SHN_UNDEF and int(e["st_info"][k]) >> 4 == STB_WEAK)
                 version = obj.symbol_version(int(indices[k]))
                 decided[k] = Bound(obj, names[k], version.name if version is not None else None,
-                                   "lazy" if key[4] else "now", weak_ref, *remembered, "", None)
+                                   "lazy" if key[4] else "now", weak_ref, *remembered, "")
         if not missing:
             return decided
         at = np.array(missing, dtype=np.intp)
@@ -193,10 +193,9 @@ class BatchLookup(SymbolLookup):
         wins and later matches lose. None marks a relocation left to `bind`: a COPY relocation, a
         protected or -Bsymbolic own definition, several definitions of the name in one object (versioned
         choice), GNU_UNIQUE (process-wide state), the executable (copy relocations), a versioned reference
-        to an object without versym (ld.so's assertion), LD_DYNAMIC_WEAK, or a scope with a SysV-only
-        hash table (the named-file rule)."""
+        to an object without versym (ld.so's assertion), or LD_DYNAMIC_WEAK."""
         n = len(indices)
-        if not n or self.dynamic_weak or not self.scope_of(obj).all_gnu:
+        if not n or self.dynamic_weak:
             return [None] * n
         symbols = obj.info.symbols
         e = symbols.entries[indices]
@@ -237,7 +236,7 @@ class BatchLookup(SymbolLookup):
             if not skip:
                 decided[k] = Bound(obj, names[k], version_names[k], kinds[k],
                                    not defined and (st_info[k] >> 4) == STB_WEAK, winners.get(k),
-                                   tuple(losers.get(k, ())), "", None)
+                                   tuple(losers.get(k, ())), "")
         return decided
 
     def _acceptable(self, o: LinkMap, oe: np.ndarray, d: np.ndarray, plt: np.ndarray, versioned: np.ndarray,

@@ -101,7 +101,6 @@ class FlatScope:
                 if id(o) not in seen:
                     seen.add(id(o))
                     self.objects.append(o)
-        self.all_gnu = all(o.info.symbols.uses_gnu_hash for o in self.objects)
         self._members = seen
 
     def __contains__(self, obj: LinkMap) -> bool:

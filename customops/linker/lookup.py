@@ -39,8 +39,8 @@ from customops.linker.types import Failure, FailureKind
 
 ALLOWED_TYPES = {STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_COMMON, STT_TLS, STT_GNU_IFUNC}
 Match = tuple[LinkMap, int]
-# What a lookup decides: the winner, the definitions that lost, why the winner won, the failure
-Decision = tuple[Match | None, tuple[Match, ...], str, Failure | None]
+# What a lookup decides: the winner (None: undefined), the definitions that lost, why the winner won
+Decision = tuple[Match | None, tuple[Match, ...], str]
 
 
 class Verdict(Enum):
@@ -110,9 +110,9 @@ class SymbolLookup:
         protected = st_other & 3 == STV_PROTECTED
         if own_defined and reloc != "copy" and (protected or obj.info.flags & DF_SYMBOLIC):
             reason = "protected" if protected else "-Bsymbolic"
-            return Bound(obj, name, version_name, reloc, weak_ref, (obj, index), (), reason, None)
-        winner, losers, reason, failure = self.decide(obj, name, version, reloc, scope)
-        return Bound(obj, name, version_name, reloc, weak_ref, winner, losers, reason, failure)
+            return Bound(obj, name, version_name, reloc, weak_ref, (obj, index), (), reason)
+        winner, losers, reason = self.decide(obj, name, version, reloc, scope)
+        return Bound(obj, name, version_name, reloc, weak_ref, winner, losers, reason)
 
     def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: str,
                scope: FlatScope) -> Decision:
@@ -157,27 +157,7 @@ class SymbolLookup:
             winner = weak_fallback
         elif winner is not None and weak_fallback is not None:
             losers.insert(0, weak_fallback)
-        failure = self._missing_in_named_file(referrer, name, version, scope, winner)
-        if failure is not None:
-            return None, (), "", failure
-        return winner, tuple(loser for loser in losers if loser != winner), reason, None
-
-    def _missing_in_named_file(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, scope: FlatScope,
-                               winner: Match | None) -> Failure | None:
-        """do_lookup_x returns -1 when it reaches the file named by the verneed entry without a match
-        and that file's SysV hash chain ended at STN_UNDEF. Through DT_GNU_HASH, glibc 2.36 leaves symidx
-        at the last candidate and reports a plain "undefined symbol" instead (oracle-tested)."""
-        if version is None or version.filename is None or scope.all_gnu:
-            return None
-        for obj in scope.objects:
-            if winner is not None and obj is winner[0]:
-                return None
-            if obj.matches(version.filename):
-                if obj.info.symbols.uses_gnu_hash:
-                    return None
-                return Failure(FailureKind.VERSION_NOT_IN_FILE, referrer.name, symbol=name, version=version.name,
-                               file=version.filename)
-        return None
+        return winner, tuple(loser for loser in losers if loser != winner), reason
 
     def _copies(self, obj: LinkMap, name: bytes) -> bool:
         """Does the executable hold a copy of this object? Aliases share the copy's address."""

@@ -65,9 +65,6 @@ def errstring(failure: Failure) -> str:
     if kind == FailureKind.UNDEFINED_SYMBOL:  # elf/dl-lookup.c _dl_lookup_symbol_x
         text = f"undefined symbol: {_text(failure.symbol)}"
         return text + (f", version {failure.version}" if failure.version else "")
-    if kind == FailureKind.VERSION_NOT_IN_FILE:  # elf/dl-lookup.c _dl_lookup_symbol_x, do_lookup_x returned -1
-        return (f"symbol {_text(failure.symbol)} version {failure.version} not defined in file {failure.file} "
-                "with link time reference")
     return failure.detail  # UNMAPPABLE: _dl_map_segments' own reason
 
 
@@ -87,7 +84,7 @@ def preload_warning(name: str, failure: Failure) -> str:
 def startup_error(progname: str, failure: Failure) -> str:
     """What ld.so prints (then exits 127) when the executable's dependencies cannot be loaded (elf/rtld.c
     dl_main via _dl_signal_error's fatal path), a version is missing, or a symbol is undefined at startup."""
-    if failure.kind in (FailureKind.UNDEFINED_SYMBOL, FailureKind.VERSION_NOT_IN_FILE):
+    if failure.kind == FailureKind.UNDEFINED_SYMBOL:
         return symbol_lookup_error(progname, failure)
     if failure.kind == FailureKind.MISSING_VERSION:  # _dl_check_map_versions' fatal error
         return f"{progname}: {dlerror(failure)}"
@@ -101,8 +98,6 @@ def symbol_lookup_error(progname: str, failure: Failure) -> str:
 
 def unresolved(binding: Binding) -> Failure:
     """The failure of a reference that no object of its scope defines."""
-    if binding.failure is not None:
-        return binding.failure
     return Failure(FailureKind.UNDEFINED_SYMBOL, binding.referrer, symbol=binding.symbol, version=binding.version)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from customops.elf.constants import BIND_NAMES, RELOC_LAZY, TYPE_NAMES, VISIBILITY_NAMES
 from customops.linker.linkmap import LinkMap
 from customops.linker.messages import dlerror
-from customops.linker.types import Binding, Definition, Failure, LoadedObject, StepOutcome, StepStatus
+from customops.linker.types import Binding, Definition, Failure, FailureKind, LoadedObject, StepOutcome, StepStatus
 
 
 class Bound(NamedTuple):
@@ -26,7 +26,6 @@ class Bound(NamedTuple):
     winner: tuple[LinkMap, int] | None
     losers: tuple[tuple[LinkMap, int], ...]
     reason: str
-    failure: Failure | None
 
 
 @dataclass
@@ -91,7 +90,7 @@ def self_binding(obj: LinkMap, i: int) -> Bound:
     cls = int(obj.info.symbols.reloc_class[i])
     version = obj.symbol_version(i)
     return Bound(obj, name, version.name if version is not None else None, "lazy" if cls == RELOC_LAZY else "now",
-                 False, (obj, i), (), "", None)
+                 False, (obj, i), (), "")
 
 
 def to_binding(raw: Bound) -> Binding:
@@ -99,5 +98,6 @@ def to_binding(raw: Bound) -> Binding:
         raw.referrer.name, raw.name, raw.version, raw.relocation, raw.weak_reference,
         definition(*raw.winner, raw.name) if raw.winner else None,
         tuple(definition(*loser, raw.name) for loser in raw.losers), raw.reason,
-        dlerror(raw.failure) if raw.failure else "", raw.failure,
+        "" if raw.winner is not None or raw.weak_reference else
+        dlerror(Failure(FailureKind.UNDEFINED_SYMBOL, raw.referrer.name, symbol=raw.name, version=raw.version)),
     )

@@ -353,7 +353,7 @@ class _Process:
             try:
                 for cls, raw in self.lookup.relocate(obj):
                     self.bindings[(obj.name, raw.name)] = raw
-                    if raw.winner is None and (raw.failure or not raw.weak_reference):
+                    if raw.winner is None and not raw.weak_reference:
                         (lazy_failures if cls == RELOC_LAZY and obj_lazy else failing).append(to_binding(raw))
             except LookupCrash as crash:
                 return failing, lazy_failures, crash.failure

@@ -60,7 +60,6 @@ class FailureKind(_Text):
     NOT_DLOPENABLE = "not-dlopenable"  # DF_1_NOOPEN
     MISSING_VERSION = "missing-version"  # a version node the provider does not define
     UNDEFINED_SYMBOL = "undefined-symbol"
-    VERSION_NOT_IN_FILE = "version-not-in-file"  # a versioned reference the named file does not define
     LOOKUP_ASSERTION = "lookup-assertion"  # check_match's assertion: a versioned reference, a provider without versym
 
 
@@ -80,10 +79,9 @@ class Failure:
     kind: FailureKind
     name: str
     detail: str = ""  # the errno text (NOT_FOUND, UNREADABLE_HEADERS), the class (WRONG_CLASS), the reason
-    symbol: bytes | None = None  # UNDEFINED_SYMBOL, VERSION_NOT_IN_FILE
-    version: str | None = None  # MISSING_VERSION, UNDEFINED_SYMBOL, VERSION_NOT_IN_FILE
+    symbol: bytes | None = None  # UNDEFINED_SYMBOL
+    version: str | None = None  # MISSING_VERSION, UNDEFINED_SYMBOL
     required_by: str | None = None  # MISSING_VERSION: the object that needs the version
-    file: str | None = None  # VERSION_NOT_IN_FILE: the file the reference names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,8 +163,7 @@ class Binding:
     winner: Definition | None
     losers: tuple[Definition, ...] = ()
     reason: str = ""  # why the winner won when scope order alone does not say (unique, protected, ...)
-    error: str = ""  # ld.so's message when the lookup fails with more than "undefined symbol": `failure`'s
-    failure: Failure | None = None
+    error: str = ""  # dlerror()'s text when the lookup of a strong reference finds no definition
 
 
 @dataclass(frozen=True)
