@@ -22,7 +22,7 @@ from customops.linker.messages import lazy_failure_messages
 from customops.linker.prediction import Prediction
 from customops.linker.process import Linker
 from customops.linker.types import FailureKind, Scenario
-from customops.report.resolve import INTERPRETER, load_tree
+from customops.report.resolve import INTERPRETER, PRELOADED, load_trees
 
 BINDING = re.compile(r"binding file (.+?) \[\d+\] to (.+?) \[\d+\]: (?:normal|protected) symbol `(.+?)'(?: \[(.+?)\])?")
 TRYING = re.compile(r"^\s+trying file=(.+)$")
@@ -228,13 +228,13 @@ def model_loads(prediction: Prediction) -> list[tuple[str | None, str, str, str,
     kinds = {"RPATH": "RPATH", "RUNPATH": "RUNPATH", "LD_LIBRARY_PATH": "LD_LIBRARY_PATH", "ld.so.cache": "cache",
              "system": "system"}
     loads = []
-    for outcome in prediction.outcomes:
+    for outcome, tree in zip(prediction.outcomes, load_trees(prediction), strict=True):
         if outcome.ok:
             order = {path: i for i, path in enumerate(outcome.loaded)}  # ld.so tells them in load order
-            rows = sorted(load_tree(prediction, outcome), key=lambda row: order[row.path])
+            rows = sorted(tree, key=lambda row: order[row.path])
             loads += [(outcome.request if outcome.kind == "dlopen" else None, row.needed_by, row.name, row.path,
-                       kinds.get(row.found_by.split(" ")[0])) for row in rows
-                      if row.found_by != INTERPRETER]
+                       kinds.get(row.found_by.removeprefix(f"{PRELOADED}, found by ").split(" ")[0]))
+                      for row in rows if row.found_by != INTERPRETER]
     return loads
 
 
@@ -259,16 +259,20 @@ SYMBOL_FAILURES = {FailureKind.UNDEFINED_SYMBOL, FailureKind.LOOKUP_ASSERTION}
 
 def assert_same_tree_without_binding(linker: Linker, scenario: Scenario, prediction: Prediction) -> None:
     """resolve --tree-only (a reader without relocations: nothing is bound) predicts every step's status,
-    message and load tree as the full model does, up to the first step a symbol decides."""
+    message, warnings, dlsym calls and load tree as the full model does, up to the first step a symbol
+    decides; with no such step, the same steps."""
     tree = Linker(linker.target, ElfReader(use_cache=False, relocations=False)).run(scenario)
     assert not tree.raw_bindings
-    for full, alone in zip(prediction.outcomes, tree.outcomes, strict=False):
+    steps = zip(prediction.outcomes, tree.outcomes, load_trees(prediction), load_trees(tree), strict=False)
+    for full, alone, full_rows, alone_rows in steps:
         if full.unresolved or full.lazy_failures or (full.failure and full.failure.kind in SYMBOL_FAILURES):
-            break
-        assert (alone.kind, alone.request, alone.status, alone.message, alone.loaded, alone.searches,
-                alone.version_errors) == (full.kind, full.request, full.status, full.message, full.loaded,
-                                          full.searches, full.version_errors)
-        assert load_tree(tree, alone) == load_tree(prediction, full)
+            return
+        assert (alone.kind, alone.request, alone.status, alone.message, alone.warnings, alone.loaded,
+                alone.searches, alone.version_errors, alone.calls) == (
+            full.kind, full.request, full.status, full.message, full.warnings, full.loaded, full.searches,
+            full.version_errors, full.calls)
+        assert alone_rows == full_rows
+    assert len(tree.outcomes) == len(prediction.outcomes)
 
 
 def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]

@@ -153,6 +153,15 @@ def needing_a_hostile_name(t: Path) -> str:
     return "./libtop.so"
 
 
+def needing_itself(t: Path) -> str:
+    """A shared library without a SONAME that needs itself (found through RUNPATH $ORIGIN), started as the
+    program: the program is not known by that name, so a second object of the same name is loaded."""
+    gcc_shared(t / "build/libself.so", "int self_fn(void) { return 1; }\n")
+    gcc_shared(t / "libself.so", "int self_fn(void) { return 1; }\n", "-Wl,--no-as-needed", f"-L{t / 'build'}",
+               "-lself", "-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags")
+    return str(t / "libself.so")
+
+
 def deep_profile(t: Path) -> str:
     (t / "profile.json").write_text("[" * 100_000 + "]" * 100_000)
     return str(t / "profile.json")
@@ -265,6 +274,8 @@ ROWS: list[Row] = [
      "\\x1b]8;;http:e\\x1b\\x[red].so"),
     ("resolve's load tree of a DT_NEEDED named with an escape sequence", lambda t, tr: [
         "resolve", "--dlopen", needing_a_hostile_name(t)], 0, "lib\\x1b[2J[red]dep.so => "),
+    ("resolve's load tree of a program loaded twice under one name", lambda t, tr: [
+        "resolve", "--host", needing_itself(t)], 0, "libself.so => "),
 ]
 
 

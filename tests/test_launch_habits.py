@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -264,6 +265,28 @@ def test_resolve_tree_only_binds_nothing_so_an_undefined_symbol_loads_and_says_s
     text = customops(["resolve", "--tree-only", "--dlopen", lib], tmp_path, tmp_path / "cache")
     assert text.stdout.splitlines()[0] == ("note: --tree-only: no symbol is bound; undefined symbols and "
                                            "interpositions are not reported")
+
+
+def with_dynamic_entry(library: Path, tag: int, value: int, out: Path) -> Path:
+    """A copy of a 64-bit little-endian library with the value of its dynamic entry `tag` replaced."""
+    data = bytearray(library.read_bytes())
+    phoff, phentsize, phnum = struct.unpack_from("<Q", data, 32)[0], *struct.unpack_from("<HH", data, 54)
+    dynamic = next(h for h in (struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize) for i in range(phnum))
+                   if h[0] == 2)  # PT_DYNAMIC: (type, flags, offset, vaddr, paddr, filesz, memsz, align)
+    for at in range(dynamic[2], dynamic[2] + dynamic[5], 16):
+        if struct.unpack_from("<q", data, at)[0] == tag:
+            struct.pack_into("<Q", data, at + 8, value)
+    out.write_bytes(data)
+    return out
+
+
+def test_resolve_tree_only_refuses_a_library_whose_relocations_lie_outside_it_as_resolve_does(tree, tmp_path):
+    """--tree-only skips the pass over the relocations, not the check that their tables lie in the file."""
+    lib = with_dynamic_entry(tree / "f/libu.so", 7, 0x7FFF_0000, tmp_path / "libbadrela.so")  # DT_RELA
+    steps = [json.loads(customops(["resolve", *mode, "--format", "json", "--dlopen", str(lib)], tmp_path,
+                                  tmp_path / "cache").stdout)["steps"][-1] for mode in ([], ["--tree-only"])]
+    assert steps[0]["status"] == "failed" and "relocation" in steps[0]["message"], steps[0]
+    assert (steps[1]["status"], steps[1]["message"]) == (steps[0]["status"], steps[0]["message"])
 
 
 def test_resolve_in_a_root_without_tritonserver_says_which_program_it_started(container, tmp_path):

@@ -23,19 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from customops import cachedir
-from customops.elf.constants import (
-    DT_PLTREL,
-    DT_REL,
-    DT_RELA,
-    DT_RELASZ,
-    DT_RELSZ,
-    RELOC_COPY,
-    RELOC_LAZY,
-)
+from customops.elf.constants import RELOC_COPY, RELOC_LAZY
 from customops.elf.image import RELOCATION_TABLE
 from customops.elf.parse import Parser, open_mapped, parse_elf
 from customops.elf.records import ElfInfo, FileIdentity
-from customops.elf.relocations import NO_RELOCATION, plt_range, rel_entsize
+from customops.elf.relocations import NO_RELOCATION, rel_entsize, relocation_tables
 
 FORMAT = b"COELF\x00\x07\x00"  # bump the last bytes whenever the entry layout or its meaning changes
 _HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
@@ -169,14 +161,7 @@ class _CachedParser(Parser):
         """Every relocation that names a symbol gives it a class in the full pass; SPOT_CHECKS of them, picked
         at random in each table, must have one here too. An entry that drops the file's references (or was
         never this file's) is then a miss, at the cost of a few dozen reads instead of the whole pass."""
-        plt_span = plt_range(single)
-        plt = None if plt_span is None else (plt_span[0], plt_span[1] - plt_span[0],
-                                             single.get(DT_PLTREL, DT_RELA) == DT_RELA)
-        tables = [(single[tag], single[size_tag], is_rela) for tag, size_tag, is_rela in
-                  ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)) if tag in single and single.get(size_tag)]
-        if plt is not None:  # a table that also covers the PLT stops where it begins, as in the full pass
-            tables = [(start, max(0, plt[0] - start) if start < plt[0] + plt[1] and plt[0] < start + size else size,
-                       is_rela) for start, size, is_rela in tables] + [plt]
+        tables = relocation_tables(single)
         image = self.image
         word = image.elf_class // 8
         info = image.endian + ("Q" if word == 8 else "I")

@@ -56,7 +56,7 @@ from customops.elf.header import ElfHeader, Segment, program_headers, read_heade
 from customops.elf.image import FileImage
 from customops.elf.mapping import NO_DYNAMIC, check_mapping
 from customops.elf.records import ElfInfo, FileIdentity, TableLayout
-from customops.elf.relocations import NO_RELOCATION, named_extent, relocation_classes
+from customops.elf.relocations import NO_RELOCATION, check_relocation_tables, named_extent, relocation_classes
 from customops.elf.symbols import SymbolTable
 from customops.elf.versions import version_definitions, version_needs
 from customops.errors import ElfError, InputError
@@ -253,9 +253,11 @@ class Parser:
 
 
 class _UnrelocatedParser(Parser):
-    """Every symbol reads as named by no relocation."""
+    """Every symbol reads as named by no relocation, for a load tree (which reads none), so parsing costs no
+    pass over the tables; their bounds are still checked, so the same files are refused."""
 
     def relocation_classes(self, dynamic: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
+        check_relocation_tables(self.image, dynamic)
         return np.zeros(count, dtype=np.uint8), np.full(count, NO_RELOCATION, dtype=np.uint32)
 
 

@@ -64,6 +64,30 @@ def relocation_classes(image: FileImage, dynamic: dict[int, int], count: int) ->
     return classes, first
 
 
+def relocation_tables(dynamic: dict[int, int]) -> list[tuple[int, int, bool]]:
+    """(address, size, RELA) of each table ld.so processes, in its order: DT_REL, DT_RELA (stopping where the
+    PLT's begins when it covers it too), then DT_JMPREL."""
+    plt_span = plt_range(dynamic)
+    plt = None if plt_span is None else (plt_span[0], plt_span[1] - plt_span[0],
+                                         dynamic.get(DT_PLTREL, DT_RELA) == DT_RELA)
+    tables = [(dynamic[tag], dynamic[size_tag], is_rela) for tag, size_tag, is_rela in
+              ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)) if tag in dynamic and dynamic.get(size_tag)]
+    if plt is None:
+        return tables
+    return [(start, max(0, plt[0] - start) if start < plt[0] + plt[1] and plt[0] < start + size else size, is_rela)
+            for start, size, is_rela in tables] + [plt]
+
+
+def check_relocation_tables(image: FileImage, dynamic: dict[int, int]) -> None:
+    """Each table lies inside the file and its loaded segments (an ElfError otherwise), as the pass over them
+    requires: what a reader that skips the pass (resolve --tree-only) still checks, so it refuses the same
+    files."""
+    for start, size, is_rela in relocation_tables(dynamic):
+        n = size // rel_entsize(image.elf_class, is_rela)
+        if n:
+            image.offset_of(start, n * rel_entsize(image.elf_class, is_rela), RELOCATION_TABLE)
+
+
 def named_extent(image: FileImage, dynamic: dict[int, int]) -> int:
     """One past the highest symbol index a relocation names: how far the dynamic symbol table reaches for
     ld.so, which resolves what relocations name and never counts the table. DT_GNU_HASH cannot tell it for

@@ -13,7 +13,7 @@ from customops.elf.demangle import demangle
 from customops.errors import printable
 from customops.linker.prediction import Prediction
 from customops.linker.target import LinkerTarget
-from customops.linker.types import Binding, Definition, StepOutcome
+from customops.linker.types import Binding, Definition, Search, StepOutcome
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
 
@@ -98,34 +98,48 @@ class TreeRow(NamedTuple):
     found_by: str  # the search list that found it ("RUNPATH of ...", "ld.so.cache", ...), or how it was named
 
 
-def load_tree(prediction: Prediction, outcome: StepOutcome) -> list[TreeRow]:
-    """Every object the step loaded after its first (the request, or the program), depth first under the
-    object that needed it, in load order among siblings: what libtree and lddtree show, with the search
-    list that found each."""
-    loaded = list(outcome.loaded)
-    if not loaded:
-        return []
-    members = set(loaded)
-    parent = {o.name: o.loaded_by for o in prediction.objects if o.name in members}
-    searched: dict[str, tuple[str, str]] = {}  # path -> (name asked for, search list), the first search wins
-    preloads = {o.request for o in prediction.outcomes if o.kind == "preload"}
-    for other in prediction.outcomes:
-        for s in other.searches:
-            if s.found is not None:
-                winner = next(a for a in reversed(s.attempts) if a.path == s.found)
-                searched.setdefault(s.found, (s.name, winner.source))
-    children: dict[str, list[str]] = {}
-    for name in loaded[1:]:
-        above = parent.get(name)
-        children.setdefault(above if above in parent and above != name else loaded[0], []).append(name)
+PRELOADED = "LD_PRELOAD"
+
+
+def load_trees(prediction: Prediction) -> list[list[TreeRow]]:
+    """Each step's load tree: every object the step loaded after its first (the request, or the program),
+    depth first under the object that needed it, in load order among siblings (what libtree and lddtree
+    show), with the search list that found it. The maps are built once for the whole prediction."""
+    loaded_by = {o.name: o.loaded_by for o in prediction.objects}
+    preloads = {o.loaded[0] for o in prediction.outcomes if o.kind == "preload" and o.loaded}
+    preload_searches = [s for o in prediction.outcomes if o.kind == "preload" for s in o.searches]
+    return [_load_tree(o, loaded_by, preloads, preload_searches if o.kind == "startup" else [])
+            for o in prediction.outcomes]
+
+
+def _load_tree(outcome: StepOutcome, loaded_by: dict[str, str | None], preloads: set[str],
+               preload_searches: list[Search]) -> list[TreeRow]:
+    """One step's tree, built over positions in its load order: a parent is always an earlier position (the
+    latest of the name that needed the object, else the step's first), so even objects sharing a name (a
+    hostile image can load a second copy of its program) make a finite tree."""
+    loaded = outcome.loaded
+    searched: dict[str, tuple[str, str]] = {}  # path -> (name asked for, search list): this step's searches
+    for s in (*outcome.searches, *preload_searches):
+        if s.found is not None and s.found not in searched:
+            searched[s.found] = (s.name, next(a.source for a in reversed(s.attempts) if a.path == s.found))
+    latest: dict[str | None, int] = {}
+    children: dict[int, list[int]] = {}
+    for at, name in enumerate(loaded):
+        if at:
+            children.setdefault(latest.get(loaded_by.get(name), 0), []).append(at)
+        latest[name] = at
     rows: list[TreeRow] = []
-    pending = [(loaded[0], child, 0) for child in reversed(children.get(loaded[0], []))]
+    pending = [(0, child, 0) for child in reversed(children.get(0, []))]
     while pending:  # depth first without recursion: a DT_NEEDED chain may be thousands deep
-        node, child, depth = pending.pop()
-        named = "LD_PRELOAD" if child in preloads else "named by path" if parent.get(child) else INTERPRETER
-        name, found_by = searched.get(child, (child, named))
-        rows.append(TreeRow(depth, node, name, child, found_by))
-        pending.extend((child, grandchild, depth + 1) for grandchild in reversed(children.get(child, [])))
+        parent, at, depth = pending.pop()
+        path = loaded[at]
+        name, source = searched.get(path, (path, ""))
+        if path in preloads:
+            found_by = f"{PRELOADED}, found by {source}" if source else PRELOADED
+        else:
+            found_by = source or ("named by path" if loaded_by.get(path) else INTERPRETER)
+        rows.append(TreeRow(depth, loaded[parent], name, path, found_by))
+        pending.extend((at, child, depth + 1) for child in reversed(children.get(at, [])))
     return rows
 
 
@@ -165,7 +179,7 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
         console.print(f"[dim]note: {markup(note)}[/]")
     for note in target.assumptions:
         console.print(f"[dim]assumed: {markup(note)}[/]")
-    for outcome in prediction.outcomes:
+    for outcome, rows in zip(prediction.outcomes, load_trees(prediction), strict=True):
         style = STATUS_STYLE.get(outcome.status, "")
         console.print(f"[{style}]{outcome.status:>7}[/] {outcome.kind} {markup(outcome.request)}")
         if outcome.message:
@@ -173,7 +187,6 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
         for warning in outcome.warnings:
             if warning != outcome.message:
                 console.print(f"         [yellow]{markup(warning)}[/]")
-        rows = load_tree(prediction, outcome)
         if rows:
             console.print(_tree_text(rows), end="")
         for search in outcome.searches:
