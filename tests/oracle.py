@@ -222,7 +222,7 @@ def agree(linker: Linker, scenario: Scenario) -> tuple[Prediction, OracleRun]:
 
 
 def model_loads(prediction: Prediction) -> list[tuple[str | None, str, str, str, str | None]]:
-    """The objects `resolve` shows under each step (report.resolve.load_tree), as ld.so's LD_DEBUG=files,libs
+    """The objects `resolve` shows under each step (report.resolve.load_trees), as ld.so's LD_DEBUG=files,libs
     tells them: who needed each, the name asked for, the file, and the kind of search list that found it.
     (Only the kind: ld.so labels a directory with the object that first put it on any search list.)"""
     kinds = {"RPATH": "RPATH", "RUNPATH": "RUNPATH", "LD_LIBRARY_PATH": "LD_LIBRARY_PATH", "ld.so.cache": "cache",

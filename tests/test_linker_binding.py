@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import numpy as np
+from elf_tools import gcc_shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import agree
@@ -73,8 +74,25 @@ def test_the_scope_index_counts_the_exporters_of_each_hash_half_as_a_plain_count
     """How many objects of a scope may export each relocated name (the queries searched in sorted order):
     exactly the number of objects whose export halves hold it."""
     exports = [np.unique(np.array(s, dtype=np.uint32)) for s in sets]
-    objects = [SimpleNamespace(info=SimpleNamespace(symbols=SimpleNamespace(uses_gnu_hash=True))) for _ in sets]
+    objects = [SimpleNamespace() for _ in sets]
     halves = {id(o): (e, e[:0]) for o, e in zip(objects, exports, strict=True)}
     index = ScopeIndex([objects], lambda o: halves[id(o)])  # type: ignore[list-item]
     q = np.array(queries, dtype=np.uint32)
     assert index.count(q).tolist() == [sum(int(v in e) for e in exports) for v in queries]
+
+
+def test_a_tls_reference_never_binds_to_another_objects_undefined_entry(linker, loader, tmp_path):
+    """TLS relocations are of the PLT class for check_match, which therefore refuses an undefined entry (value
+    0, exempt from the no-value test as TLS): libimport.so, first in the scope, lists the variable it imports
+    in its SysV hash table (which, unlike DT_GNU_HASH, holds undefined symbols too); libtls.so's definition
+    wins."""
+    gcc_shared(tmp_path / "libtls.so", "__thread int tv = 7;\n", "-Wl,-soname,libtls.so")
+    gcc_shared(tmp_path / "libimport.so", "extern __thread int tv;\nint imported(void) { return tv; }\n",
+               "-Wl,--hash-style=sysv", f"-L{tmp_path}", "-ltls", "-Wl,-soname,libimport.so")
+    top = gcc_shared(tmp_path / "libtlstop.so",
+                     "extern __thread int tv;\nint imported(void);\nint top(void) { return tv + imported(); }\n",
+                     f"-L{tmp_path}", "-Wl,--no-as-needed", "-limport", "-ltls")
+    scenario = Scenario(loader, Environment(library_path=str(tmp_path)), (Dlopen(str(top), calls=("top",)),))
+    prediction, oracle = agree(linker, scenario)
+    assert prediction.binding(str(top), "tv").winner.object == f"{tmp_path}/libtls.so"
+    assert oracle.calls == [("top", "14")]

@@ -128,8 +128,7 @@ def test_a_deep_chain_found_through_ld_library_path_walks_no_rpath(linker, loade
 def test_the_scope_index_finds_the_same_exporters_as_one_membership_test_per_object(sets, queries, repeats):
     """`ScopeIndex.exporters` (one sorted index per scope) against np.isin per object, in scope order, each object
     once even where it is in two scope lists, objects that export none of the names left out."""
-    objects = [SimpleNamespace(export_halves=(np.unique(np.array(s, dtype=np.uint32)), None),
-                               info=SimpleNamespace(symbols=SimpleNamespace(uses_gnu_hash=True))) for s in sets]
+    objects = [SimpleNamespace(export_halves=(np.unique(np.array(s, dtype=np.uint32)), None)) for s in sets]
     halves = {id(o): o.export_halves for o in objects}
     scopes = [objects, [objects[i] for i in repeats if i < len(objects)]]
     q = np.array(queries, dtype=np.uint32)

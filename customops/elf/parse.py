@@ -257,7 +257,7 @@ class _UnrelocatedParser(Parser):
     pass over the tables; their bounds are still checked, so the same files are refused."""
 
     def relocation_classes(self, dynamic: dict[int, int], count: int) -> tuple[np.ndarray, np.ndarray]:
-        check_relocation_tables(self.image, dynamic)
+        check_relocation_tables(self.image, dynamic, count)
         return np.zeros(count, dtype=np.uint8), np.full(count, NO_RELOCATION, dtype=np.uint32)
 
 

@@ -47,26 +47,21 @@ def relocation_classes(image: FileImage, dynamic: dict[int, int], count: int) ->
     first = np.full(count, NO_RELOCATION, dtype=np.uint32)
     if not count:
         return classes, first
-    plt = plt_range(dynamic)
+    tables = relocation_tables(dynamic)
+    plt = tables.pop() if plt_range(dynamic) else None
     position = 0
-    for tag, size_tag, is_rela in ((DT_REL, DT_RELSZ, False), (DT_RELA, DT_RELASZ, True)):
-        if tag not in dynamic or not dynamic.get(size_tag):
-            continue
-        start, size = dynamic[tag], dynamic[size_tag]
-        if plt and start < plt[1] and plt[0] < start + size:
-            # Some linkers make DT_RELA cover .rela.plt too; ld.so does not process it twice.
-            size = max(0, plt[0] - start)
+    for start, size, is_rela in tables:
         if size:
             position += _classify_eager(image, _rel_info(image, start, size, is_rela), classes, first, position)
     if plt:
-        is_rela = dynamic.get(DT_PLTREL, DT_RELA) == DT_RELA
-        _classify_plt(image, _rel_info(image, plt[0], plt[1] - plt[0], is_rela), classes, first, position)
+        _classify_plt(image, _rel_info(image, *plt), classes, first, position)
     return classes, first
 
 
 def relocation_tables(dynamic: dict[int, int]) -> list[tuple[int, int, bool]]:
     """(address, size, RELA) of each table ld.so processes, in its order: DT_REL, DT_RELA (stopping where the
-    PLT's begins when it covers it too), then DT_JMPREL."""
+    PLT's begins when it covers it too: some linkers make DT_RELA cover .rela.plt, which ld.so does not
+    process twice), then DT_JMPREL."""
     plt_span = plt_range(dynamic)
     plt = None if plt_span is None else (plt_span[0], plt_span[1] - plt_span[0],
                                          dynamic.get(DT_PLTREL, DT_RELA) == DT_RELA)
@@ -78,14 +73,16 @@ def relocation_tables(dynamic: dict[int, int]) -> list[tuple[int, int, bool]]:
             for start, size, is_rela in tables] + [plt]
 
 
-def check_relocation_tables(image: FileImage, dynamic: dict[int, int]) -> None:
-    """Each table lies inside the file and its loaded segments (an ElfError otherwise), as the pass over them
-    requires: what a reader that skips the pass (resolve --tree-only) still checks, so it refuses the same
-    files."""
+def check_relocation_tables(image: FileImage, dynamic: dict[int, int], count: int) -> None:
+    """What `relocation_classes` checks of the tables (each lies inside the file and its loaded segments, or
+    an ElfError), without the pass over their entries: a reader that skips the pass (resolve --tree-only)
+    refuses the same files."""
+    if not count:
+        return
     for start, size, is_rela in relocation_tables(dynamic):
-        n = size // rel_entsize(image.elf_class, is_rela)
-        if n:
-            image.offset_of(start, n * rel_entsize(image.elf_class, is_rela), RELOCATION_TABLE)
+        if size:
+            entsize = rel_entsize(image.elf_class, is_rela)
+            image.offset_of(start, size // entsize * entsize, RELOCATION_TABLE)
 
 
 def named_extent(image: FileImage, dynamic: dict[int, int]) -> int:

@@ -9,7 +9,7 @@ Every shortcut the model takes lives here, and `Linker(..., batch=False)` switch
   relocations go through check_match's tests at once, per candidate object;
 * memoised lookups per scope, and GNU hashes computed in batches.
 What the batch cannot decide from one definition per object (versioned choice, GNU_UNIQUE, copy
-relocations, LD_DYNAMIC_WEAK, SysV-only scopes, ld.so's assertion) it leaves to the per-symbol lookup.
+relocations, LD_DYNAMIC_WEAK, ld.so's assertion) it leaves to the per-symbol lookup.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class BatchLookup(SymbolLookup):
         if memo is None:
             half = self._hashes[name] >> 1
             memo = self.lookup(referrer, name, version, reloc == "lazy", scope, scope.candidates(half),
-                               skip=referrer if reloc == "copy" else None)
+                               skip=self.main if reloc == "copy" else None)
             self._memo[key] = memo
         return memo
 
@@ -278,14 +278,16 @@ class BatchLookup(SymbolLookup):
 
     def _matchable_of(self, obj: LinkMap) -> np.ndarray:
         """check_match()'s tests that depend on the definition alone, for every symbol of `obj`: a value (or
-        SHN_ABS, or TLS), an allowed type, a global, weak or unique binding, and a visible symbol."""
+        SHN_ABS, or a defined TLS symbol: TLS relocations are of the PLT class), an allowed type, a global,
+        weak or unique binding, and a visible symbol."""
         found = self._matchable.get(id(obj))
         if found is None:
             e = obj.info.symbols.entries
             stt = e["st_info"] & 0xF
+            tls = stt == STT_TLS
             found = self._matchable[id(obj)] = (
-                ((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | (stt == STT_TLS)) & _ALLOWED_TYPE[stt]
-                & _LOOKUP_BIND[e["st_info"] >> 4] & ~_HIDDEN[e["st_other"] & 3])
+                ((e["st_value"] != 0) | (e["st_shndx"] == SHN_ABS) | tls) & ~(tls & (e["st_shndx"] == SHN_UNDEF))
+                & _ALLOWED_TYPE[stt] & _LOOKUP_BIND[e["st_info"] >> 4] & ~_HIDDEN[e["st_other"] & 3])
         return found
 
     def _halves(self, obj: LinkMap) -> tuple[np.ndarray, np.ndarray]:

@@ -116,10 +116,11 @@ class SymbolLookup:
 
     def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: str,
                scope: FlatScope) -> Decision:
-        """The lookup a relocation asks for, over every object of the scope. A COPY relocation of the
-        executable skips the executable itself (ELF_RTYPE_CLASS_COPY)."""
+        """The lookup a relocation asks for, over every object of the scope. A COPY relocation skips the
+        executable (ELF_RTYPE_CLASS_COPY: do_lookup_x passes over lt_executable maps), whichever object holds
+        it."""
         return self.lookup(referrer, name, version, reloc == "lazy", scope, scope.objects,
-                           skip=referrer if reloc == "copy" else None)
+                           skip=self.main if reloc == "copy" else None)
 
     def lookup(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, plt: bool, scope: FlatScope,
                candidates: list[LinkMap], skip: LinkMap | None = None) -> Decision:
@@ -190,7 +191,10 @@ class SymbolLookup:
         st_info, st_other, st_shndx, st_value, _size, versym = obj.info.symbols.fields
         shndx = st_shndx[i]
         stt = st_info[i] & 0xF
-        if (st_value[i] == 0 and shndx != SHN_ABS and stt != STT_TLS) or (plt and shndx == SHN_UNDEF):
+        # TLS relocations are of the PLT type class (elf_machine_type_class), so an undefined TLS entry, which
+        # the no-value test lets through, is refused like a PLT reference's undefined entry
+        if (st_value[i] == 0 and shndx != SHN_ABS and stt != STT_TLS) or ((plt or stt == STT_TLS)
+                                                                          and shndx == SHN_UNDEF):
             return Verdict.REJECT
         if stt not in ALLOWED_TYPES:
             return Verdict.REJECT

@@ -98,7 +98,12 @@ def symbol_lookup_error(progname: str, failure: Failure) -> str:
 
 def unresolved(binding: Binding) -> Failure:
     """The failure of a reference that no object of its scope defines."""
-    return Failure(FailureKind.UNDEFINED_SYMBOL, binding.referrer, symbol=binding.symbol, version=binding.version)
+    return undefined(binding.referrer, binding.symbol, binding.version)
+
+
+def undefined(referrer: str, symbol: bytes, version: str | None) -> Failure:
+    """_dl_lookup_symbol_x's failure: no definition of the name (and version) in the referrer's scope."""
+    return Failure(FailureKind.UNDEFINED_SYMBOL, referrer, symbol=symbol, version=version)
 
 
 def lazy_failure_messages(outcome: StepOutcome, progname: str) -> list[str]:

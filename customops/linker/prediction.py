@@ -11,8 +11,8 @@ import numpy as np
 
 from customops.elf.constants import BIND_NAMES, RELOC_LAZY, TYPE_NAMES, VISIBILITY_NAMES
 from customops.linker.linkmap import LinkMap
-from customops.linker.messages import dlerror
-from customops.linker.types import Binding, Definition, Failure, FailureKind, LoadedObject, StepOutcome, StepStatus
+from customops.linker.messages import dlerror, undefined
+from customops.linker.types import Binding, Definition, LoadedObject, StepOutcome, StepStatus
 
 
 class Bound(NamedTuple):
@@ -99,5 +99,5 @@ def to_binding(raw: Bound) -> Binding:
         definition(*raw.winner, raw.name) if raw.winner else None,
         tuple(definition(*loser, raw.name) for loser in raw.losers), raw.reason,
         "" if raw.winner is not None or raw.weak_reference else
-        dlerror(Failure(FailureKind.UNDEFINED_SYMBOL, raw.referrer.name, symbol=raw.name, version=raw.version)),
+        dlerror(undefined(raw.referrer.name, raw.name, raw.version)),
     )

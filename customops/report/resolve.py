@@ -119,7 +119,7 @@ def _load_tree(outcome: StepOutcome, loaded_by: dict[str, str | None], preloads:
     hostile image can load a second copy of its program) make a finite tree."""
     loaded = outcome.loaded
     searched: dict[str, tuple[str, str]] = {}  # path -> (name asked for, search list): this step's searches
-    for s in (*outcome.searches, *preload_searches):
+    for s in (*preload_searches, *outcome.searches):  # in the order they ran: the preloads first
         if s.found is not None and s.found not in searched:
             searched[s.found] = (s.name, next(a.source for a in reversed(s.attempts) if a.path == s.found))
     latest: dict[str | None, int] = {}
