@@ -73,3 +73,13 @@ def test_preloaded_soname_satisfies_a_needed_entry_without_any_search(linker, lo
     assert "libw.so" not in oracle.tried
     assert all(s.name != "libw.so" for o in prediction.outcomes for s in o.searches)
     assert prediction.binding(user, "where").winner.object == pre
+
+
+def test_each_object_belongs_to_the_step_that_loaded_it(linker, loader, tree):
+    """The program and its dependencies are the startup step's, which comes after one step per preload entry."""
+    preload = f"{tree}/g/d_llp/libw.so"
+    prediction, _ = agree(linker, Scenario(loader, Environment(preload=preload),
+                                           (Dlopen(f"{tree}/g/i/libtop_runpath3.so"),)))
+    assert [o.kind for o in prediction.outcomes] == ["preload", "startup", "dlopen"]
+    assert all(o.name in prediction.outcomes[o.step].loaded for o in prediction.objects), prediction.objects
+    assert [o.step for o in prediction.objects if o.name in (loader, preload)] == [1, 0]

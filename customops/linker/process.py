@@ -125,10 +125,11 @@ class _Process:
 
     # -- startup (elf/rtld.c dl_main) ------------------------------------------------------------
     def _startup(self) -> None:
-        main = self._map_executable()
+        step = len(split_preload(self.env.preload))  # each LD_PRELOAD entry's outcome comes first
+        main = self._map_executable(step)
         preloads = self._preload(main)
         try:
-            searchlist = self._map_deps(main, preloads, 0)
+            searchlist = self._map_deps(main, preloads, step)
         except LoadFailed as failed:
             return self._fatal(failed.failure)
         main.searchlist = searchlist
@@ -148,8 +149,8 @@ class _Process:
             return self._fatal(unresolved(failing[0]), searchlist, failing, lazy_failures)
         self._outcome(StepKind.STARTUP, self.progname, "", StepStatus.LOADED, "", searchlist, [], lazy_failures)
 
-    def _map_executable(self) -> LinkMap:
-        """The executable the kernel mapped, and ld.so itself (its PT_INTERP)."""
+    def _map_executable(self, step: int) -> LinkMap:
+        """The executable the kernel mapped, and ld.so itself (its PT_INTERP), as objects of the startup step."""
         exe_path = self.scenario.executable
         host = self.target.host_path(exe_path)
         if host is None:
@@ -157,14 +158,14 @@ class _Process:
         info = self.reader.read(host)
         real = self.target.resolve(exe_path) or exe_path
         # ld.so's l_name for the executable is "", printed as the program name (argv[0]).
-        main = LinkMap(exe_path, host, info, None, os.path.dirname(real), 0)
+        main = LinkMap(exe_path, host, info, None, os.path.dirname(real), step)
         self.main = self.search.main = self.lookup.main = main
         self.search.machine = (info.machine_code, info.elf_class)
         self._append(main)
         interp_host = self.target.host_path(info.interpreter) if info.interpreter else None
         if info.interpreter and interp_host:
             rtld = LinkMap(info.interpreter, interp_host, self.reader.read(interp_host), None,
-                           os.path.dirname(info.interpreter), 0)
+                           os.path.dirname(info.interpreter), step)
             self._append(rtld)
         return main
 
