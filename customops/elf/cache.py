@@ -24,10 +24,9 @@ import numpy as np
 
 from customops import cachedir
 from customops.elf.constants import RELOC_COPY, RELOC_LAZY
-from customops.elf.image import RELOCATION_TABLE
 from customops.elf.parse import Parser, open_mapped, parse_elf
 from customops.elf.records import ElfInfo, FileIdentity
-from customops.elf.relocations import NO_RELOCATION, rel_entsize, relocation_tables
+from customops.elf.relocations import NO_RELOCATION, rel_entsize, relocation_tables, table_at
 
 FORMAT = b"COELF\x00\x07\x00"  # bump the last bytes whenever the entry layout or its meaning changes
 _HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
@@ -167,9 +166,9 @@ class _CachedParser(Parser):
         info = image.endian + ("Q" if word == 8 else "I")
         shift = 32 if word == 8 else 8
         for start, size, is_rela in tables:
-            entsize = rel_entsize(image.elf_class, is_rela)
-            n = size // entsize
-            base = image.offset_of(start, n * entsize, RELOCATION_TABLE) if n else 0
+            if size < rel_entsize(image.elf_class, is_rela):
+                continue
+            base, n, entsize = table_at(image, start, size, is_rela)
             for j in _random.sample(range(n), min(n, SPOT_CHECKS)):
                 symbol = struct.unpack_from(info, image.data, base + j * entsize + word)[0] >> shift
                 if 0 < symbol < count and not classes[symbol]:

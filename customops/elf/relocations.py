@@ -81,8 +81,15 @@ def check_relocation_tables(image: FileImage, dynamic: dict[int, int], count: in
         return
     for start, size, is_rela in relocation_tables(dynamic):
         if size:
-            entsize = rel_entsize(image.elf_class, is_rela)
-            image.offset_of(start, size // entsize * entsize, RELOCATION_TABLE)
+            table_at(image, start, size, is_rela)
+
+
+def table_at(image: FileImage, vaddr: int, size: int, is_rela: bool) -> tuple[int, int, int]:
+    """A relocation table's file offset, entry count and entry size; an ElfError when its entries do not lie
+    inside the file and its loaded segments."""
+    entsize = rel_entsize(image.elf_class, is_rela)
+    n = size // entsize
+    return image.offset_of(vaddr, n * entsize, RELOCATION_TABLE), n, entsize
 
 
 def named_extent(image: FileImage, dynamic: dict[int, int]) -> int:
@@ -138,9 +145,7 @@ def _classify_plt(image: FileImage, info: np.ndarray, classes: np.ndarray, first
 
 def _rel_info(image: FileImage, vaddr: int, size: int, is_rela: bool) -> np.ndarray:
     """The r_info column of a relocation table, as uint64."""
-    entsize = rel_entsize(image.elf_class, is_rela)
+    off, n, entsize = table_at(image, vaddr, size, is_rela)
     word, wsize = ("u8", 8) if image.elf_class == 64 else ("u4", 4)
-    n = size // entsize
-    off = image.offset_of(vaddr, n * entsize, RELOCATION_TABLE)
     table = np.frombuffer(image.data, image.endian + word, n * (entsize // wsize), off).reshape(n, -1)
     return table[:, 1].astype(np.uint64)

@@ -57,8 +57,6 @@ class Linker:
         self.reader = reader or ElfReader()
         self.batch = batch
         self.few = few
-        # a reader without relocations (resolve --tree-only) loads, searches and checks versions, binds nothing
-        self.binds = self.reader.relocations
 
     def run(self, scenario: Scenario) -> Prediction:
         return _Process(self, scenario).run()
@@ -74,7 +72,8 @@ class _Process:
         self.search = LibrarySearch(self.target, self.env, self.progname)
         self.lookup = (BatchLookup(self.env.dynamic_weak, linker.few) if linker.batch
                        else SymbolLookup(self.env.dynamic_weak))
-        self.binds = linker.binds
+        # a reader without relocations (resolve --tree-only) loads, searches and checks versions, binds nothing
+        self.binds = linker.reader.relocations
         self.objects: list[LinkMap] = []
         # Indexes over `objects` (ld.so walks its list of loaded objects; thousands of objects make that
         # walk quadratic here): every name and SONAME an object answers to, and every file identity.
