@@ -202,8 +202,15 @@ def write_entry(root: Path, names: Sequence[str], data: bytes) -> None:
 
 
 # -- JSON results ----------------------------------------------------------------------------
+def key_bytes(text: str) -> bytes:
+    """A key's text as bytes, for every str: a path that is not UTF-8 holds lone surrogates (os.listdir's
+    surrogateescape), which plain UTF-8 refuses; surrogatepass encodes each of them, and distinct texts stay
+    distinct."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def _result_names(kind: str, parts: Sequence[str]) -> tuple[str, str, str]:
-    digest = hashlib.sha256("\0".join((RESULTS_FORMAT, kind, *parts)).encode()).hexdigest()
+    digest = hashlib.sha256(key_bytes("\0".join((RESULTS_FORMAT, kind, *parts)))).hexdigest()
     return kind, digest[:2], digest
 
 

@@ -190,7 +190,8 @@ def test_a_config_symlink_loop_is_CO101_saying_so_not_an_undetermined_backend(tm
                                   cwd=tmp_path).stdout)
     [finding] = report["findings"]
     assert finding["code"] == "CO101" and finding["file"] == "m/config.pbtxt"
-    assert finding["message"] == "is a symbolic link loop: the server sees no configuration"
+    assert finding["message"] == ("the configuration of model 'm' is a symbolic link loop: the server sees no "
+                                  "configuration")
 
 
 def test_a_dangling_config_symlink_names_its_target(tmp_path):

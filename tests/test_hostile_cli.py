@@ -41,9 +41,9 @@ NAMES: dict[str, bytes] = {
     "bidi-override": "\u202eevil\u202c".encode(),
     "emoji-code": b":smile:x",
 }
-FORMATS = ("text", "json", "sarif", "junit", "github")
+FORMATS = ("text", "json", "sarif", "junit", "github", "gitlab")
 FORMAT_MARK = {"text": "FAIL", "json": '"ok": false', "sarif": '"version": "2.1.0"', "junit": "<testsuite",
-               "github": "::error "}
+               "github": "::error ", "gitlab": '"check_name"'}
 CONFIG = 'backend: "onnxruntime"\nmodel_operations { op_library_filename: "libx.so" }\n'
 # Names with a shell payload: each would create PWNED in the working directory if it ever ran.
 SHELL_NAMES: dict[str, bytes] = {
@@ -308,7 +308,7 @@ def valid_report(fmt: str, out: bytes) -> None:
     text = out.decode("utf-8")
     if fmt == "text":
         assert "\x1b" not in text
-    elif fmt in ("json", "sarif"):
+    elif fmt in ("json", "sarif", "gitlab"):
         json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8")  # no lone surrogate, even escaped
     elif fmt == "junit":
         ET.fromstring(out)
@@ -386,6 +386,41 @@ def test_every_name_reaches_every_format_as_documented(tree, tmp_path):
     assert all(f"{name}/config.pbtxt" in text for name in shown)
 
 
+# Where a name that is not UTF-8 can sit: the model directory, a file inside it (part of the tree's fingerprint,
+# the report cache's key), a version directory, a model directory without a config (a CO101-CO103 subject).
+CACHED_NAMES: dict[str, Callable[[bytes], None]] = {
+    "model directory": lambda repo: hostile_model(repo, b"m\xff\xfe"),
+    "file in a model": lambda repo: write(os.path.join(hostile_model(repo, b"m"), b"1", b"\xffweights.bin"), ""),
+    "version directory": lambda repo: os.makedirs(os.path.join(hostile_model(repo, b"m"), b"2\xff")),
+    "directory without a config": lambda repo: os.makedirs(os.path.join(repo, b"\xfemodel")),
+}
+
+
+def hostile_model(repo: bytes, name: bytes) -> bytes:
+    os.makedirs(os.path.join(repo, name, b"1"), exist_ok=True)
+    write(os.path.join(repo, name, b"config.pbtxt"), CONFIG)
+    return os.path.join(repo, name)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("where", CACHED_NAMES)
+def test_a_name_that_is_not_utf8_reaches_every_format_through_a_cold_and_a_warm_cache(where, fmt, tree, tmp_path):
+    """The report cache keys a run by the repository's file names: a name that is not UTF-8 is a key like any
+    other (it was an internal error: UTF-8 refuses the lone surrogates such a name is read as), and the warm
+    run answers exactly what the cold one did."""
+    repo = under(tmp_path, b"models")
+    CACHED_NAMES[where](repo)
+    args: Args = ["check", repo, "--container-root", str(tree / "container"), "--format", fmt]
+    cold = customops(args, tmp_path, tmp_path / "cache")
+    warm = customops(args, tmp_path, tmp_path / "cache")
+    for result in (cold, warm):
+        assert result.stderr == b"" and result.returncode == 1, result.stderr
+        valid_report(fmt, result.stdout)
+    assert warm.stdout == cold.stdout
+    if fmt != "text":  # the text report is rendered anew (its width follows the terminal)
+        assert list((tmp_path / "cache").rglob("*")), "nothing was cached"
+
+
 def test_no_escape_sequence_from_a_name_reaches_a_forced_color_terminal(tree, tmp_path):
     """With colour forced (FORCE_COLOR, TTY_COMPATIBLE), rich's own styles are the only escape sequences."""
     repo = under(tmp_path, b"models")
@@ -400,3 +435,18 @@ def test_no_escape_sequence_from_a_name_reaches_a_forced_color_terminal(tree, tm
         assert re.sub(r"\x1b\[[0-9;]*m", "", text).count("\x1b") == 0  # only SGR styles remain
         plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
         assert "\\x1b[2J\\x1b[Hclear" in plain and "[bold red]x[link=http:evil]y[blink]" in plain
+
+
+def test_two_names_that_are_not_utf8_keep_two_fingerprints(tree, tmp_path):
+    """Code scanning tracks an alert by its fingerprint: models `m\\xff` and `m\\xfe` are two alerts (a
+    fingerprint made with UTF-8's replacement character was one for both)."""
+    repo = under(tmp_path, b"models")
+    for name in (b"m\xff", b"m\xfe"):
+        hostile_model(repo, name)
+    result = customops(["check", repo, "--container-root", str(tree / "container"), "--no-cache", "--format",
+                        "sarif"], tmp_path, tmp_path / "cache")
+    results = json.loads(result.stdout)["runs"][0]["results"]
+    by_model: dict[str, set[str]] = {}
+    for r in results:
+        by_model.setdefault(r["properties"]["model"], set()).add(r["partialFingerprints"]["customops/v1"])
+    assert set(by_model) == {"m\\xff", "m\\xfe"} and not by_model["m\\xff"] & by_model["m\\xfe"]

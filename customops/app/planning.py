@@ -13,9 +13,10 @@ from customops.triton.repository import Model
 def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding], list[str]]:
     """The plan, the findings made while building it, and notes on what a facts-only container leaves
     unchecked (its backend directory cannot be looked into)."""
-    findings = [Finding(problem.code, problem.message, model=model.name, file=model.config_path,
-                        line=problem.line, column=problem.column, predicted=_as_served(problem.predicted, model, ctx),
-                        hint=problem.hint) for model in models for problem in model.problems]
+    findings = [Finding(problem.code, problem.message, model=model.name, file=model.config_path or model.path,
+                        line=(problem.line or 1) if model.config_path else None, column=problem.column,
+                        predicted=_as_served(problem.predicted, model, ctx), hint=problem.hint)
+                for model in models for problem in model.problems]
     results: list[LoaderResult] = loaders.process_wide(ctx)
     assumed: dict[str, list[str]] = {}
     unknown: list[str] = []

@@ -196,7 +196,7 @@ class TensorflowC(Dlopen):
 
     def load(self, path: str) -> set[str]:
         status = self.tf.TF_NewStatus()
-        library = self.tf.TF_LoadLibrary(path.encode(), status)
+        library = self.tf.TF_LoadLibrary(os.fsencode(path), status)
         if self.tf.TF_GetCode(status) != 0 or not library:
             raise RuntimeError((self.tf.TF_Message(status) or b"").decode(errors="replace"))
         found = self.tf.TF_GetOpList(library)

@@ -73,7 +73,7 @@ class CApi:
 
     def load(self, path: str) -> None:
         status = self.tf.TF_NewStatus()
-        if not self.tf.TF_LoadLibrary(path.encode(), status) or self.tf.TF_GetCode(status) != 0:
+        if not self.tf.TF_LoadLibrary(os.fsencode(path), status) or self.tf.TF_GetCode(status) != 0:
             raise RuntimeError((self.tf.TF_Message(status) or b"").decode(errors="replace"))
 
     def ops(self) -> set[str]:

@@ -315,7 +315,7 @@ class _StandIn:
         # what is built and how (this module holds the command lines); not the compiler: a stand-in built once
         # serves a machine that has none since
         recipe = f"{self.major}\0{RUNTIME}\0{recipe_digest()}\0{text}"
-        names = ("tensorrt-standin", hashlib.sha256(recipe.encode()).hexdigest()[:32])
+        names = ("tensorrt-standin", hashlib.sha256(cachedir.key_bytes(recipe)).hexdigest()[:32])
         root = cachedir.trusted_root(self.cache_dir) if self.use_cache else None
         if root is not None and all(cachedir.read_entry(root, (*names, f)) is not None for f in self.files):
             self.directory = str(root.joinpath(*names))
@@ -368,7 +368,7 @@ def recipe_digest() -> str:
     here = Path(__file__).resolve().parent
     parts = [__version__, CHILD, SOURCE.read_text() if SOURCE.is_file() else "",
              *((here / name).read_text() for name in ("tensorrt_standin.py", "tensorrt_scope.py"))]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+    return hashlib.sha256(cachedir.key_bytes("\0".join(parts))).hexdigest()[:32]
 
 
 def compiler() -> str | None:

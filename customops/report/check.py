@@ -14,6 +14,7 @@ import os
 from collections import defaultdict
 
 from customops import PROJECT_URL, __version__, schemas
+from customops.cachedir import key_bytes
 from customops.codes import CODES, Severity, doc_page, docs_url
 from customops.findings import Finding
 from customops.probe.groups import ProbedGroup
@@ -171,7 +172,7 @@ def _fingerprint(f: Finding, base: str | None) -> str:
     """The same for one finding wherever its lines move: code, model, library, symbol and path."""
     identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, relative(f.file, base),
                                             relative(f.artifact, base)))
-    return hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()
+    return hashlib.sha256(key_bytes(identity)).hexdigest()  # two names that are not UTF-8 stay two alerts
 
 
 def error_report(report_format: str, message: str) -> str:

@@ -83,8 +83,19 @@ def parse_config(text: str, path: str) -> tuple[Any | None, ConfigError | None]:
     except text_format.ParseError as exc:
         message = str(exc)
         reason = message.split(" : ", 1)[1] if " : " in message else message
-        return None, ConfigError(path, exc.GetLine(), exc.GetColumn(), _with_suggestion(reason))
+        line, column = _within(text, exc.GetLine(), exc.GetColumn())
+        return None, ConfigError(path, line, column, _with_suggestion(reason))
     return config, None
+
+
+def _within(text: str, line: int | None, column: int | None) -> tuple[int | None, int | None]:
+    """Python's parser puts an error at the end of the input on the line after a final newline, which the
+    file does not have (an editor or code scanning cannot show it): the end of the last line instead, where
+    protoc reports it."""
+    lines = text.splitlines()
+    if line is None or not lines or line <= len(lines):
+        return line, column
+    return len(lines), len(lines[-1]) + 1
 
 
 def did_you_mean(word: str, choices) -> str:

@@ -116,6 +116,12 @@ def _broken_link(path: str) -> str:
             "configuration")
 
 
+def _config_of(name: str) -> str:
+    """The subject of a CO101 about the configuration file: the finding points at the file, its message names
+    the model (a report that lists messages alone, or a model directory holding no readable file, says whose)."""
+    return f"the configuration of model '{name}'"
+
+
 def read_model(model_dir: str, name: str, config_name: str | None = None, auto_complete: bool = True,
                rules: RepositoryRules = TODAY) -> Model:
     problems: list[Problem] = []
@@ -125,30 +131,31 @@ def read_model(model_dir: str, name: str, config_name: str | None = None, auto_c
     config = None
     config_path = candidate if os.path.lexists(candidate) else None  # a dangling link or a loop: CO101, read as such
     if config_path is not None and not os.path.exists(config_path):
-        problems.append(Problem("CO101", _broken_link(config_path),  # Triton sees no config.pbtxt at all
+        problems.append(Problem("CO101", f"{_config_of(name)} {_broken_link(config_path)}",  # Triton sees no config
                                 hint="Point the link at the model's configuration, or replace it with the file."))
     elif config_path is not None:
         text: str | None
         try:
             text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8")
             if text.startswith("\ufeff"):  # protobuf's text parser, as the core calls it, takes no byte-order mark
-                problems.append(Problem("CO101", "starts with a UTF-8 byte-order mark, which protobuf's text parser "
-                                        "rejects", f"failed to read text proto from {config_path}", 1, 1,
+                problems.append(Problem("CO101", f"{_config_of(name)} starts with a UTF-8 byte-order mark, which "
+                                        "protobuf's text parser rejects",
+                                        f"failed to read text proto from {config_path}", 1, 1,
                                         hint="Save config.pbtxt as UTF-8 without a byte-order mark."))
                 text = None
         except (InputError, UnicodeDecodeError) as exc:
             reason = exc.reason if isinstance(exc, InputError) else str(exc)
-            problems.append(Problem("CO101", f"cannot be read ({reason})",  # the finding's file is the path
+            problems.append(Problem("CO101", f"{_config_of(name)} cannot be read ({reason})",  # points at the path
                                     f"failed to read text proto from {config_path}"))
             text = None
         if text is not None:
             config, error = parse_config(text, config_path)
             if error is not None:
-                problems.append(Problem("CO101", error.reason,  # the finding's location: path:line:column
+                problems.append(Problem("CO101", f"{_config_of(name)} does not parse: {error.reason}",
                                         f"failed to read text proto from {config_path}", error.line, error.column))
     if config_path is None and not auto_complete:  # model_repository_manager.cc: ReadTextProto of a missing file
-        problems.append(Problem("CO101", "has no config.pbtxt, which the server requires with auto-complete "
-                                "disabled (--disable-auto-complete-config)",
+        problems.append(Problem("CO101", f"model '{name}' has no config.pbtxt, which the server requires with "
+                                "auto-complete disabled (--disable-auto-complete-config)",
                                 f"failed to open text file for read {candidate}: No such file or directory",
                                 hint="Write the model's config.pbtxt, or let the server auto-complete it."))
     if config is not None and config.name and config.name != name:  # model_repository_manager.cc
