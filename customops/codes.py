@@ -110,7 +110,8 @@ _TABLE = (
     Code("CO202", E, "required backend entry point missing",
          "The backend library does not export TRITONBACKEND_ModelInstanceExecute with C linkage and "
          "default visibility (Triton finds it with dlsym on its RTLD_LOCAL handle).",
-         "Triton: `unable to find required entrypoint 'TRITONBACKEND_ModelInstanceExecute' in shared library`.",
+         "Triton: `unable to find required entrypoint 'TRITONBACKEND_ModelInstanceExecute' in shared library: "
+         "<lib>: undefined symbol: TRITONBACKEND_ModelInstanceExecute`.",
          "Declare it extern \"C\" and export it (a version script exporting TRITONBACKEND_* is recommended)."),
     Code("CO203", E, "framework backend absent from the container",
          "The model needs a framework backend the container does not ship (e.g. tensorflow from 25.03 on).",

@@ -1,6 +1,6 @@
 """The real Triton core (tests/triton_core.py) as the oracle for customops' repository and backend rules.
 
-Summary: 60 scenarios; customops agrees with the core on 59 (the XFAIL table is empty), and 1 (a model name in
+Summary: 61 scenarios; customops agrees with the core on 60 (the XFAIL table is empty), and 1 (a model name in
 two repositories) is skipped: mini_tritonserver takes one --model-repository. When the core aborts
 (config_pbtxt_is_a_directory: std::length_error) no model is served, and only the verdicts are compared. More
 scenarios: tests/test_triton_core_corpus.py.
@@ -60,8 +60,15 @@ class Link:
     target: str
 
 
+@dataclass(frozen=True)
+class Built:
+    """A shared library built from C source with gcc (a backend that is not one of the examples)."""
+
+    source: str
+
+
 DIR = object()
-Files = Mapping[str, object]  # path under the root -> text, bytes, Lib, Link or DIR
+Files = Mapping[str, object]  # path under the root -> text, bytes, Lib, Built, Link or DIR
 
 
 @dataclass(frozen=True)
@@ -198,6 +205,8 @@ SCENARIOS = [
      s(model(config='backend: "tensorflow"\n', extra={"1/model.bin": ""}), MYBACKEND)),
     ("ensemble_composing_an_available_model",
      s(model(config=MINIMAL + IO), model("ens", config=ensemble("m")), MYBACKEND)),
+    ("backend_without_the_required_execute_entry_point",  # the core's message ends with dlerror()'s text
+     s(model(), {f"{BACKENDS}/mybackend/libtriton_mybackend.so": Built("int TRITONBACKEND_Initialize;\n")})),
 ]
 
 
@@ -215,6 +224,9 @@ def build_root(root: Path, scenario: Scenario) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(what, Lib):
             shutil.copy2(core / "backends" / f"libtriton_{what.example}.so", path)
+        elif isinstance(what, Built):
+            subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(path), "-xc", "-"], input=what.source, text=True,
+                           check=True)
         elif isinstance(what, Link):
             os.symlink(what.target, path)
         elif isinstance(what, bytes):

@@ -138,7 +138,8 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
         if step.purpose == "backend library":
             findings.append(Finding(
                 "CO202", f"backend library {step.path} does not export {call.symbol} (C linkage, default visibility)",
-                symbol=call.symbol, predicted=f"unable to find required entrypoint '{call.symbol}' in shared library",
+                symbol=call.symbol,  # core/src/shared_library.cc GetEntrypoint, with dlerror()'s text
+                predicted=f"unable to find required entrypoint '{call.symbol}' in shared library: {call.message}",
                 **_about(step)))
         elif call.symbol == "RegisterCustomOps":
             findings.append(Finding(
