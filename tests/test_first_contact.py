@@ -67,9 +67,44 @@ def test_manifest_and_profile_are_found_above_the_repository_up_to_the_checkout_
     result = customops("check", str(repo), "--format", "json", cwd=tmp_path)
     assert result.returncode in (0, 1), result.stderr
     report = json.loads(result.stdout)
-    assert report["manifest"] == str(checkout / "customops.toml")
-    assert report["profile"] == str(checkout / "deploy" / "customops-profile.json")
+    assert report["manifest"] == "customops.toml"  # relative to the checkout: the manifest lies above the repository
+    assert report["profile"] == "deploy/customops-profile.json"
     assert report["summary"]["fail_on"] == "info" and report["container"]["source"] == "profile"
+
+
+def test_a_manifest_above_the_repository_gives_every_path_relative_to_the_checkout(tmp_path):
+    """Not the manifest's absolute path beside the models' relative ones: the checkout is the one base."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    repo = models(checkout / "deploy" / "models")
+    (checkout / "customops.toml").write_text('[host]\npreload = ["deploy/models/m/libgone.so"]\n')
+    result = customops("check", str(repo), "--container-root", "/", cwd=tmp_path)
+    assert "CO301 error   customops.toml:2:13: LD_PRELOAD entry " in result.stdout, result.stdout
+    report = json.loads(customops("check", str(repo), "--container-root", "/", "--format", "json",
+                                  cwd=tmp_path).stdout)
+    assert {f["file"] for f in report["findings"] if f["code"] == "CO301"} == {"customops.toml"}
+    assert [m["config"] for m in report["models"]] == ["deploy/models/m/config.pbtxt"]
+
+
+def test_the_text_report_names_the_profile_and_the_image_it_was_made_from(tree, tmp_path):
+    """Not the skeleton's directory in customops' cache, which means nothing to anyone."""
+    made = customops("profile", "create", "--container-root", str(tree / "container"), "--image",
+                     "nvcr.io/nvidia/tritonserver:24.12-py3", "-o", "p.json", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    models(tmp_path / "models")
+    result = customops("check", "models", "--profile", "p.json", cwd=tmp_path)
+    header = result.stdout.splitlines()[0]
+    assert header == (f"customops check: 1 model(s) against the profile {tmp_path / 'p.json'} of "
+                      "nvcr.io/nvidia/tritonserver:24.12-py3"), header
+    report = json.loads(customops("check", "models", "--profile", "p.json", "--format", "json", cwd=tmp_path).stdout)
+    assert report["container"]["image"] == "nvcr.io/nvidia/tritonserver:24.12-py3"
+
+
+def test_an_image_reference_with_a_control_character_is_refused(tree, tmp_path):
+    made = customops("profile", "create", "--container-root", str(tree / "container"), "--image", "a\x1b[2Jb",
+                     "-o", "p.json", cwd=tmp_path)
+    assert made.returncode == 2 and made.stderr == "customops: --image a\\x1b[2Jb: contains a control character\n"
+    assert not (tmp_path / "p.json").exists()
 
 
 @outside_a_container

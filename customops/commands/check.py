@@ -170,13 +170,22 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
 
 def report_base(report_format: str, args: argparse.Namespace, request: CheckRequest) -> str:
     """The directory a report's paths are relative to: for the CI formats the git checkout (where code scanning
-    and workflow annotations resolve them) or --base-dir; else the first repository."""
+    and workflow annotations resolve them) or --base-dir; else the first repository, or its checkout when the
+    manifest lies between the two (its findings' paths would otherwise be absolute)."""
+    from customops.triton.manifest import checkout_root, find_manifest
+
     base = request.repositories[0] if request.repositories else os.getcwd()
     if report_format in SCANNING_FORMATS:
-        from customops.triton.manifest import checkout_root
-
         return os.path.abspath(args.base_dir) if args.base_dir else checkout_root(base)
+    manifest = request.manifest or find_manifest(list(request.repositories))
+    checkout = checkout_root(base)
+    if manifest and _inside(manifest, checkout) and not _inside(manifest, base):
+        return checkout  # a manifest above the repository: every path relative to the checkout, its own too
     return base
+
+
+def _inside(path: str, directory: str) -> bool:
+    return os.path.abspath(path).startswith(os.path.abspath(directory).rstrip("/") + "/")
 
 
 def _log_summary(wanted: list[tuple[str, str | None]], summary: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from customops.errors import CustomopsError, printable
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="record a container's facts for CI", description=__doc__)
@@ -17,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the server's --backend-directory, inside the container (default: %(default)s)")
     create.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the profile to write (commit it as customops-profile.json next to the repository)")
+    create.add_argument("--image", metavar="REFERENCE",
+                        help="the image the container is, as you pull it (nvcr.io/nvidia/tritonserver:24.12-py3): "
+                             "recorded, and named by every check against the profile")
     create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
                         help="the server's arguments, recorded for later checks")
     create.set_defaults(run=run)
@@ -28,11 +33,13 @@ def run(args: argparse.Namespace) -> int:
     from customops.elf.cache import ElfReader
     from customops.triton.container import from_root, write_profile
 
+    if args.image is not None and not args.image.isprintable():
+        raise CustomopsError(f"--image {printable(args.image)}: contains a control character")
     with progress.shown(f"profiling {args.container_root}"):
         progress.stage("reading its facts")
         container = from_root(args.container_root, args.backend_directory, ElfReader(Path(args.cache_dir)
                                                                                      if args.cache_dir else None))
         progress.stage("recording its libraries")
-        write_profile(container, args.output, tuple(args.server_args))
+        write_profile(container, args.output, tuple(args.server_args), args.image)
     print(f"wrote {args.output}")
     return 0

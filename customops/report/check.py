@@ -57,7 +57,7 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
         "manifest": relative(result.manifest, base),
         "profile": relative(result.profile, base),
         "container": {"source": facts.source, "root": result.container.target.root if result.container.target else None,
-                      "facts": {k: v for k, v in facts.__dict__.items()}},
+                      "image": result.container.image, "facts": {k: v for k, v in facts.__dict__.items()}},
         "models": [{"name": m.name, "backend": m.backend, "platform": m.platform, "versions": list(m.versions),
                     "config": relative(m.config_path, base), "op_libraries": list(m.op_libraries)}
                    for m in result.models],
@@ -237,7 +237,7 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
         _summary(console, result, fail_on, exit_code)
         return
     facts = result.container.facts
-    source = result.container.target.root if result.container.target else facts.source
+    source = _container_name(result, base)
     if verbosity >= 0:
         _print(console, "[bold]customops check[/]: ", 17, f"{len(result.models)} model(s) against {source}"
                + (f" (Triton {facts.triton_version})" if facts.triton_version else ""), 4)
@@ -280,6 +280,16 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
         for note in result.notes:
             _print(console, "", 0, f"note: {note}", 6, "dim")
     _summary(console, result, fail_on, exit_code)
+
+
+def _container_name(result, base: str | None) -> str:
+    """What the check ran against, as the user knows it: a profile by its file and the image it was made from
+    (its skeleton's directory in customops' cache means nothing to anyone), a root by its path."""
+    container = result.container
+    if result.profile:
+        image = f" of {container.image}" if container.image else ""
+        return f"the profile {relative(result.profile, base)}{image}"
+    return container.target.root if container.target else container.facts.source
 
 
 def _concerns(f: Finding, model) -> bool:

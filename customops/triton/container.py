@@ -57,6 +57,7 @@ class Container:
     backend_dir: str = DEFAULT_BACKEND_DIR
     server: str | None = SERVER
     server_args: tuple[str, ...] = field(default=())
+    image: str | None = None  # a profile's: the image it was made from (profile create --image)
 
 
 def layout_only(root: str, backend_dir: str = DEFAULT_BACKEND_DIR) -> Container:
@@ -244,10 +245,11 @@ def from_release(release: str) -> Container:
     return Container(facts, None)
 
 
-def write_profile(container: Container, path: str, server_args: tuple[str, ...] = ()) -> None:
+def write_profile(container: Container, path: str, server_args: tuple[str, ...] = (), image: str | None = None
+                  ) -> None:
     from customops.triton import profile
 
-    profile.write(profile.create(container, server_args), path)
+    profile.write(profile.create(container, server_args, image), path)
 
 
 def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Container:
@@ -268,4 +270,4 @@ def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Contain
         "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
     target = target_for_root(skeleton) if skeleton else None
     return Container(ContainerFacts(**facts), target, data.get("backend_dir", DEFAULT_BACKEND_DIR),
-                     data.get("server"), tuple(data.get("server_args", ())))
+                     data.get("server"), tuple(data.get("server_args", ())), data.get("image"))

@@ -55,8 +55,9 @@ def _encode(data: bytes) -> str:
     return base64.b64encode(zlib.compress(data, 1)).decode("ascii")
 
 
-def create(container, server_args: tuple[str, ...] = ()) -> dict:
-    """The profile of a container read from its root (customops.triton.container.from_root)."""
+def create(container, server_args: tuple[str, ...] = (), image: str | None = None) -> dict:
+    """The profile of a container read from its root (customops.triton.container.from_root); `image`: the
+    reference of the image it was made from, as the user names it (nothing inside an image says it)."""
     target = container.target
     root = target.root.rstrip("/") if not target.is_live else ""
     dirs = set(target.system_dirs) | set(EXTRA_DIRS) | set(target.conf_dirs)
@@ -90,6 +91,7 @@ def create(container, server_args: tuple[str, ...] = ()) -> dict:
     return {
         "schema": PROFILE_SCHEMA,
         "facts": asdict(container.facts),
+        "image": image,
         "backend_dir": container.backend_dir,
         "server": container.server,
         "server_args": list(server_args),

@@ -20,8 +20,8 @@ CHUNK_LIMIT = 256 * safeio.MiB  # one chunk decompressed (the largest real ones:
 SMALL_FILE_LIMIT = 1 * safeio.MiB  # a file kept whole (TRITON_VERSION, model.py)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
-TOP_KEYS = {"schema", "facts", "backend_dir", "server", "server_args", "target", "directories", "links", "files",
-            "ld_so_cache"}
+TOP_KEYS = {"schema", "facts", "image", "backend_dir", "server", "server_args", "target", "directories", "links",
+            "files", "ld_so_cache"}
 REQUIRED_KEYS = {"schema", "facts"}
 VERSION_FACTS = ("triton_version", "tensorrt", "onnxruntime", "tensorflow", "pytorch", "cuda", "glibc", "glibcxx",
                  "cxxabi")
@@ -46,6 +46,8 @@ class Validator:
         for key in REQUIRED_KEYS - p.keys():
             self.fail(at("", key), "missing")
         self.facts(p["facts"])
+        if p.get("image") is not None:
+            self.text("/image", p["image"], 1024)  # a reference: registry/name:tag@sha256:...
         if "backend_dir" in p:
             self.path("/backend_dir", p["backend_dir"])
         if p.get("server") is not None:
