@@ -69,7 +69,13 @@ class Parser(argparse.ArgumentParser):
 class SubcommandParser(Parser):
     """A subcommand's parser: an argument it does not know is its own usage error (`usage: customops check
     ...`, exit 2), as ruff and docker report it, not the top-level usage that argparse shows once the
-    unknown argument has travelled back up to `customops`."""
+    unknown argument has travelled back up to `customops`; `--version` works after the subcommand too
+    (`customops check --version`, as `ruff check --version`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("-V", "--version", action="version", version=f"customops {__version__}",
+                          help="print the version and exit")
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         namespace, extras = super().parse_known_args(args, namespace)

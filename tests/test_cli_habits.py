@@ -233,12 +233,6 @@ def test_statistics_orders_codes_by_count(example):
     assert [(n, code) for n, code, _ in _statistics([a, b, b, c, c, c])] == [(3, c.code), (2, b.code), (1, a.code)]
 
 
-def test_statistics_is_for_the_text_report_only(example):
-    result = check(example, "--statistics", "--format", "json")
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith("usage: customops check ")
-    assert "--statistics applies to the text report only" in result.stderr
-
 
 def test_scan_symbols_piped_prints_one_full_symbol_per_line(tree):
     library = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -271,3 +265,44 @@ def test_scan_version_lists_are_sorted(tree):
 
     record = json.loads(customops("scan", "--format", "json", library).stdout)["files"][0]
     assert all(v == sorted(v, key=version_key) for v in record["version_needs"].values())
+
+
+def test_statistics_with_json_adds_a_statistics_object(example):
+    """As `ruff --statistics --output-format json`: the counts as data, not exit 2."""
+    import json
+
+    result = check(example, "--statistics", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    text = check(example, "--statistics").stdout.splitlines()[:-1]
+    assert [(v["count"], code, v["severity"]) for code, v in report["statistics"].items()] == \
+        [(int(n), code, level) for n, code, level, *_ in (line.split() for line in text)]
+    assert report["findings"] and "statistics" not in json.loads(check(example, "--format", "json").stdout)
+
+
+def test_statistics_with_a_format_that_lists_every_finding_is_a_usage_error(example):
+    result = check(example, "--statistics", "--format", "sarif")
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.startswith("usage: customops check ")
+    assert "--statistics applies to the text and json reports only" in result.stderr
+
+
+def test_output_format_is_an_alias_of_format_and_o_of_output(example, tmp_path):
+    """ruff's --output-format and the -o every tool has."""
+    result = check(example, "--output-format", "sarif", "-o", str(tmp_path / "r.sarif"))
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    assert '"version": "2.1.0"' in (tmp_path / "r.sarif").read_text()
+
+
+def test_exit_zero_passes_the_command_whatever_the_findings_but_not_bad_input(example, tmp_path):
+    result = check(example, "--exit-zero", "--format", "json")
+    assert result.returncode == 0 and '"ok": false' in result.stdout  # the report still says what it found
+    assert check(example, "--exit-zero").stdout.splitlines()[-1].startswith("FAIL ")
+    bad = customops("check", str(tmp_path / "missing"), "--container-root", "/", "--exit-zero")
+    assert bad.returncode == 2
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_prints_the_version(command):
+    """`customops check --version`, as `ruff check --version` and `docker run --version` answer."""
+    result = customops(command, "--version")
+    assert result.returncode == 0 and result.stdout == customops("--version").stdout != "", result.stderr

@@ -80,7 +80,7 @@ def test_zsh_script_loads_the_bash_function_through_bashcompinit():
 def test_fish_script_completes_subcommands_and_choices():
     text = script("fish")
     assert "complete -c customops -n __fish_use_subcommand -a check" in text
-    assert "-l format -x -a 'text json sarif junit github gitlab'" in text
+    assert "-l format -l output-format -x -a 'text json sarif junit github gitlab'" in text
     if shutil.which("fish"):
         assert subprocess.run(["fish", "--no-execute", "-c", text], timeout=60).returncode == 0
 

@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
     _add_report_options(p)
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
+    p.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 even when findings reach --fail-on (the reports still say FAIL); bad input is still "
+                        "exit 2")
     p.add_argument("--select", action="append", metavar="CODES",
                    help="report only these codes: comma-separated codes or prefixes (CO3: every CO3xx); replaces "
                         "the manifest's [check] select (repeatable)")
@@ -62,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="text report: colour and bold; auto only on a terminal and without NO_COLOR "
                         "(default: auto)")
     p.add_argument("--statistics", action="store_true",
-                   help="text report: instead of the findings, one line per code: its count, severity and title")
+                   help="text report: instead of the findings, one line per code: its count, severity and title; "
+                        "json: a statistics object beside the findings")
     p.add_argument("--probe", action="store_true",
                    help="also load the op libraries with the real frameworks, each group in an isolated child "
                         "process, and report what they register and how they collide")
@@ -80,10 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=FORMATS, default="text",
+    p.add_argument("--format", "--output-format", choices=FORMATS, default="text",
                    help="text for people, json (customops.check/1), sarif (code scanning), junit (test dashboards), "
                         "github (workflow annotations), gitlab (GitLab Code Quality); default: text")
-    p.add_argument("--output", metavar="FILE", help="write the report here instead of standard output")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of standard output")
     for report_format, what in REPORT_FILES.items():
         p.add_argument(f"--{report_format}", metavar="FILE", dest=f"{report_format}_file",
                        help=f"also write the {what} report to FILE, whatever --format prints (written even when "
@@ -132,8 +136,8 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
 
     from customops.app import report_cache
 
-    if args.statistics and args.format != "text":
-        wrong("--statistics applies to the text report only (the other formats list every finding)")
+    if args.statistics and args.format not in ("text", "json"):
+        wrong("--statistics applies to the text and json reports only (the other formats list every finding)")
     wanted = outputs(args)
     files = [os.path.realpath(path) for _, path in wanted if path]
     if len(set(files)) < len(files):
@@ -144,13 +148,14 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
         wrong(str(exc))
     request, notes = report_cache.guarded(request)
     bases = {f: report_base(f, args, request) for f, _ in wanted}
-    keys = [report_cache.report_key(request, f, bases[f]) for f, _ in wanted]
+    keys = [report_cache.report_key(request, f"{f} with statistics" if args.statistics else f, bases[f])
+            for f, _ in wanted]
     hits = [hit for k in keys if k is not None and (hit := report_cache.cached_report(k)) is not None]
     if len(hits) == len(wanted):
         for (_, output), hit in zip(wanted, hits, strict=True):
             emit(hit["report"], output)
         _log_summary(wanted, hits[0]["summary"])
-        return int(hits[0]["exit_code"])
+        return _exit_status(args, int(hits[0]["exit_code"]))
     from customops.app.checking import check_repositories
     from customops.report.check import summary_line
 
@@ -160,12 +165,18 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
         if report_format == "text":
             render_text(args, checked, bases[report_format], output)
             continue
-        text = render(report_format, checked, bases[report_format])
+        text = render(report_format, checked, bases[report_format], args.statistics)
         emit(text, output)
         if key is not None:
             report_cache.store_report(key, text, checked.exit_code, checked.dependencies, summary)
     _log_summary(wanted, summary)
-    return checked.exit_code
+    return _exit_status(args, checked.exit_code)
+
+
+def _exit_status(args: argparse.Namespace, verdict: int) -> int:
+    """--exit-zero, as ruff's: findings never fail the command (the reports still say FAIL and carry the exit
+    code the check decided)."""
+    return 0 if args.exit_zero else verdict
 
 
 def report_base(report_format: str, args: argparse.Namespace, request: CheckRequest) -> str:
@@ -255,14 +266,15 @@ def with_server_command(request: CheckRequest, args: argparse.Namespace, server:
                    server_notes=tuple(unchecked(sa)))
 
 
-def render(report_format: str, checked: CheckRun, base: str) -> str:
-    """A machine-readable report (json, sarif, junit, github); paths relative to `base`."""
+def render(report_format: str, checked: CheckRun, base: str, statistics: bool = False) -> str:
+    """A machine-readable report (json, sarif, junit, github); paths relative to `base`; `statistics`: json's
+    statistics object (--statistics)."""
     from customops.report import check as report
     from customops.report import junit
 
     result = checked.result
     renderers = {
-        "json": lambda: report.to_json(result, checked.fail_on, checked.exit_code, base),
+        "json": lambda: report.to_json(result, checked.fail_on, checked.exit_code, base, statistics),
         "sarif": lambda: report.to_sarif(result, base),
         "junit": lambda: junit.to_junit(result, checked.fail_on, base, checked.seconds),
         "github": lambda: report.to_github(result, base),

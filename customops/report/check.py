@@ -45,7 +45,9 @@ def finding_record(f: Finding, base: str | None) -> dict:
             "assumes": f.assumes, "artifact": relative(f.artifact, base)}
 
 
-def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
+def to_json(result, fail_on: Severity, exit_code: int, base: str | None, statistics: bool = False) -> str:
+    """customops.check/1; `statistics` (--statistics) adds `statistics`: per code, its count, severity and
+    title, the most frequent first (as the text report's --statistics lines)."""
     facts = result.container.facts
     plan = result.plan
     record = {
@@ -71,6 +73,9 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None) -> str:
         "notes": result.notes,
         "probes": [_probe_record(g) for g in result.probes],
     }
+    if statistics:
+        record["statistics"] = {code: {"count": count, "severity": str(level), "title": CODES[code].title}
+                                for count, code, level in _statistics(result.findings)}
     return dumps(record, indent=2)
 
 
