@@ -20,6 +20,7 @@ from customops.elf.cache import ElfReader
 from customops.triton.manifest import find_manifest, load_manifest
 from customops.triton.mounts import parse_mount
 from customops.triton.repository import check_repository
+from customops.triton.serverargs import parse, tensorrt_plugins
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,12 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
         mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in request.mounts))
         probe = None if request.probe is None else probe_settings(container, request.probe.python,
                                                                     request.probe.onnxruntime, cache_dir)
+        plugins = request.server_plugins
+        if plugins is None:  # no server command line after --: the one the profile recorded, if any
+            plugins = tensorrt_plugins(parse(["tritonserver", *container.server_args]))
         result = run_check(repositories, manifest, container, mounts, request.model_config_name,
                            set(request.models) if request.models is not None else None, reader, probe=probe,
+                           server_plugins=plugins,
                            auto_complete=request.auto_complete, model_namespacing=request.model_namespacing)
     result.notes[:0] = [*notes, *request.server_notes]
     result.manifest = manifest.path

@@ -27,7 +27,7 @@ from customops.errors import CustomopsError, InputError, printable
 from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host
 from customops.triton.plan import Context, merge
-from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, unchecked, with_plugins
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, tensorrt_plugins, unchecked, with_plugins
 
 if TYPE_CHECKING:  # the check's modules are heavy; what to start is assembled without them (environment_for)
     from customops.app.check import CheckResult
@@ -98,11 +98,9 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
                 raise InputError(repository, "model repository does not exist in the container" + (
                     "" if root == "/" else " nor as a directory of this machine (to mount at /models)"))
             host_repositories.append(host)
-        existing_plugins = args.setting("tensorrt", "plugins")
         check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
                           only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
-                          server_plugins=tuple(p for p in existing_plugins.value.split(";") if p)
-                          if existing_plugins else (), probe=probe(container) if probe else None,
+                          server_plugins=tensorrt_plugins(args), probe=probe(container) if probe else None,
                           reader=reader, auto_complete=args.auto_complete,
                           model_namespacing=args.model_namespacing)
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)

@@ -30,6 +30,8 @@ class CheckRequest:
     auto_complete: bool = True  # False: tritonserver --disable-auto-complete-config (a config is required)
     model_namespacing: bool = False  # tritonserver --model-namespacing: one name may be in several repositories
     server_notes: tuple[str, ...] = ()  # what the server's command line leaves unchecked (cloud repositories, ...)
+    server_plugins: tuple[str, ...] | None = None  # its --backend-config=tensorrt,plugins=; None: no command line
+    # was given after --, so a profile's recorded one is read
     fail_on: Severity | None = None  # None: the manifest's
     select: tuple[str, ...] | None = None  # replaces the manifest's select
     ignore: tuple[str, ...] = ()  # added to the manifest's ignore

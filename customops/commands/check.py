@@ -239,7 +239,7 @@ def with_server_command(request: CheckRequest, args: argparse.Namespace, server:
     from dataclasses import replace
 
     from customops.triton.mounts import parse_mount, resolve_host
-    from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, unchecked
+    from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, tensorrt_plugins, unchecked
 
     given = [f for f, v in (("MODEL_REPOSITORY", request.repositories), ("--model-config-name",
              args.model_config_name), ("--load-model", args.load_model),
@@ -263,7 +263,7 @@ def with_server_command(request: CheckRequest, args: argparse.Namespace, server:
     return replace(request, repositories=tuple(repositories), container=container,
                    model_config_name=sa.model_config_name, models=frozenset(only) if only is not None else None,
                    auto_complete=sa.auto_complete, model_namespacing=sa.model_namespacing,
-                   server_notes=tuple(unchecked(sa)))
+                   server_notes=tuple(unchecked(sa)), server_plugins=tensorrt_plugins(sa))
 
 
 def render(report_format: str, checked: CheckRun, base: str, statistics: bool = False) -> str:

@@ -203,6 +203,14 @@ def unchecked(args: ServerArgs) -> list[str]:
                     "unchecked" for u in args.unknown]
 
 
+def tensorrt_plugins(args: ServerArgs) -> tuple[str, ...]:
+    """The libraries `--backend-config=tensorrt,plugins=A;B` makes the TensorRT backend dlopen() at its
+    initialisation, in order: the value split at each `;` as tensorrt_backend/src/tensorrt.cc does (an empty
+    piece names no file here). `check` and `launch` both read them from here."""
+    setting = args.setting("tensorrt", "plugins")
+    return tuple(p for p in setting.value.split(";") if p) if setting is not None else ()
+
+
 def with_plugins(args: ServerArgs, plugins: tuple[str, ...]) -> list[str]:
     """The argv with the TensorRT plugins added: merged into the user's own `plugins=` setting if there
     is one (its position kept), else one more `--backend-config` at the end."""
