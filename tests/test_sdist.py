@@ -48,6 +48,16 @@ def test_the_whole_suite_is_collected_from_the_unpacked_sdist(tree):
     assert "error" not in out.lower().splitlines()[-1] and " collected" in out.splitlines()[-1], out[-2000:]
 
 
+def test_the_tests_that_need_a_git_checkout_skip_in_the_unpacked_sdist_saying_why(tree):
+    """pre-commit try-repo builds the hook from a checkout's HEAD, and the documented install clones one: an sdist
+    has no .git, so they skip instead of failing."""
+    out = _in(tree, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_documented_install.py",
+              "tests/test_deployment_files.py::test_pre_commit_try_repo_runs_the_check_on_a_scratch_repository")
+    assert "failed" not in out and "passed" not in out and " skipped" in out.splitlines()[-1], out[-2000:]
+    assert "needs git and a git checkout to clone" in out, out[-2000:]
+    assert "needs git and a git checkout: pre-commit try-repo" in out, out[-2000:]
+
+
 def test_a_part_of_the_suite_passes_in_the_unpacked_sdist_and_the_oracle_tests_skip(tree):
     home = tree.parent / "home"  # no Triton core built in a cache, no sources beside the tree
     out = _in(tree, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *QUICK, HOME=str(home),
