@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "model_repository"
 
@@ -88,3 +90,20 @@ def test_a_backend_name_close_to_none_gets_no_suggestion(tmp_path, tree):
     _status, report = check(str(repo), "--container-root", str(tree / "container"), cwd=tmp_path)
     [finding] = [f for f in report["findings"] if f["model"] == "m"]
     assert "did you mean" not in finding["message"]
+
+
+@pytest.mark.parametrize("backend", ["python", "pytorch", "onnxruntime"])
+def test_a_known_backend_the_container_lacks_is_never_corrected_into_another(tmp_path, backend):
+    """`python` is no typo of `pytorch`: a backend name Triton knows gets "the container has no
+    backends/<name>", whatever other backends the container ships, an empty root included."""
+    container = tmp_path / "container"
+    (container / "opt/tritonserver/backends/pytorch").mkdir(parents=True)
+    if backend == "pytorch":
+        (container / "opt/tritonserver/backends/pytorch").rmdir()
+    repo = repository(tmp_path / "models", m=backend)
+    status, report = check(str(repo), "--container-root", str(container), cwd=tmp_path)
+    [finding] = [f for f in report["findings"] if f["model"] == "m"]
+    assert status == 1 and finding["code"] in ("CO201", "CO203")  # CO203: a framework backend it dropped
+    assert "did you mean" not in finding["message"]
+    if finding["code"] == "CO201":
+        assert finding["message"].endswith(f"(the container has no /opt/tritonserver/backends/{backend})")

@@ -20,6 +20,8 @@ from customops.triton.plan import Context, LoaderResult, LoadStep
 from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model
 
+PYTHON_BACKEND = "python"  # the Python backend: its libtriton_python.so also runs the Python-based backends
+
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
 CODES = frozenset({"CO105", "CO201", "CO203"})  # the findings it emits
 
@@ -120,7 +122,7 @@ def _python_based(model: Model, ctx: Context, dirs: list[str], searched: list[st
     backend's libtriton_python.so in the model's directories, then <backend_dir>/python; with runtime "model.py"
     the backend's model.py must exist too."""
     backend_dir = ctx.container.backend_dir
-    directories = (*dirs, f"{backend_dir}/python")
+    directories = (*dirs, f"{backend_dir}/{PYTHON_BACKEND}")
     found = _search(directories, "libtriton_python.so", ctx, searched, [])
     if found is None:
         if ctx.container.target is None:
@@ -145,10 +147,14 @@ def _not_found(libname: str, model: str, directories: list[str] | tuple[str, ...
 
 
 def _did_you_mean(model: Model, ctx: Context, absent: bool) -> str:
-    """For a backend name that is close to one the container ships (`onnxruntme`): the likely intended one."""
+    """For a backend name that is close to one the container ships (`onnxruntme`): the likely intended one. A
+    backend name Triton knows (one the container lists, a framework backend, the Python backend) is never
+    "corrected" into another (`python` is no typo of `pytorch`): the container lacks its directory."""
     if absent or model.runtime:
         return ""
     facts = ctx.container.facts
+    if model.backend in {*facts.backends, *FRAMEWORKS, PYTHON_BACKEND}:
+        return f" (the container has no {ctx.container.backend_dir}/{model.backend})"
     known = sorted(set(facts.backends) | ({*FRAMEWORKS} - set(facts.absent_backends) if not facts.backends else set()))
     close = difflib.get_close_matches(model.backend or "", known, n=1)
     return f" (did you mean backend '{close[0]}'?)" if close else ""
