@@ -187,20 +187,20 @@ _TABLE = (
          "Libraries loaded separately share state (registries, singletons); the first loaded wins.",
          "Build with -fno-gnu-unique, or hide the symbols."),
     Code("CO406", E, "duplicate registration",
-         "Two libraries register the same Torch namespace (TORCH_LIBRARY or STABLE_TORCH_LIBRARY, read from "
-         ".symtab) or op schema (namespace from .symtab or the schema, op from its schema strings; a warning "
-         "where a stripped library's namespace is unknown), one Torch op library is loaded from two files "
-         "(same content, stripped or not: its imports show it defines schemas), or the same TF, "
-         "ORT or TensorRT registrations (statically: when the libraries are identical; with --probe: the op "
-         "names each registers, and what the framework does when they are loaded together, and for TensorRT "
-         "which of the container's built-in plugins, registered by libnvinfer_plugin's initLibNvInferPlugins "
-         "after the plugin libraries, a library registers first); or a preloaded "
-         "library's protobuf descriptor tables replace a library's own while importing the preload's private "
+         "Two libraries register the same Torch namespace (TORCH_LIBRARY or STABLE_TORCH_LIBRARY, read from .symtab) or"
+         " op schema (namespace from .symtab or the schema, op from its schema strings; a warning where a stripped "
+         "library's namespace is unknown), one Torch op library is loaded from two files (same content, stripped or "
+         "not: its imports show it defines schemas), or the same TF, ORT or TensorRT registrations (statically: when "
+         "the libraries are identical; with --probe: the op names each registers, and what the framework does when they"
+         " are loaded together, and for TensorRT which of the container's built-in plugins, registered by "
+         "libnvinfer_plugin's initLibNvInferPlugins after the plugin libraries, a library registers first); or a "
+         "preloaded library's protobuf descriptor tables replace a library's own while importing the preload's private "
          "copies of .proto files that library registers too (read from .dynsym and the embedded descriptors).",
-         "Depends on the framework: first wins, silent drop, or abort at load (Torch: \"Only a single "
-         "TORCH_LIBRARY\", \"Tried to register an operator ... multiple times\"; a second "
-         "STABLE_TORCH_LIBRARY crashes with SIGSEGV); protobuf aborts the server at "
-         "start (File already exists in database: <file>).",
+         "Depends on the framework: first wins, silent drop, or abort at load (Torch: \"Only a single TORCH_LIBRARY\", "
+         "\"Tried to register an operator ... multiple times\"; a second STABLE_TORCH_LIBRARY crashes with SIGSEGV; a "
+         "stable-ABI library built with torch headers before 2.13 ignores a refused schema and loads, its kernels "
+         "replacing the first's: \"Overriding a previously registered kernel\"); protobuf aborts the server at start "
+         "(File already exists in database: <file>).",
          "Load only one of the libraries, or rename the registrations; for protobuf, hide the preload's "
          "protobuf code and tables (-fvisibility=hidden, a version script) or load it with dlopen(RTLD_LOCAL)."),
     Code("CO407", W, "two different files with the same SONAME",

@@ -4,13 +4,17 @@ as its PyTorch backend, and loaded the same way by the real torch in a subproces
 
 - The same op library preloaded from two paths (two files, same content): ld.so maps both and their static
   initialisers register with torch twice, which kills the process: a second STABLE_TORCH_LIBRARY_FRAGMENT
-  def() of one schema aborts ("Tried to register an operator ... multiple times"), a second
-  STABLE_TORCH_LIBRARY of one namespace crashes (the shim's error is ignored, def() then uses a null
-  handle). Shipped stripped (no .symtab), the library still says so: its imports of the registration API
-  and its schema strings; identical content is enough to know that every registration runs again (CO406).
+  def() of one schema aborts ("Tried to register an operator ... multiple times": 2.11.1 is built with torch
+  2.13's headers, whose def() checks the shim's error code; older builds ignore it and load, see
+  test_torch_duplicate_registrations), a second STABLE_TORCH_LIBRARY of one namespace crashes (the shim's
+  error is ignored, def() then uses a null handle). Shipped stripped (no .symtab), the library still says so:
+  its imports of the registration API and its schema strings; identical content is enough to know that every
+  registration runs again (CO406).
 - STABLE_TORCH_LIBRARY* blocks register namespaces as TORCH_LIBRARY* do: a TorchScript model calling them
   loads once the library is preloaded (no CO408), stripped or not.
-- Two builds (torchaudio 2.10.0 and 2.11.1) define the same schemas in one namespace: CO406 as well.
+- Two builds (torchaudio 2.10.0 and 2.11.1) define the same schemas in one namespace: CO406 as well, an error
+  when 2.11.1's registers second (it aborts), a warning when 2.10.0's does (it loads, its kernels replacing
+  2.11.1's); preloaded, the one listed first registers second.
 - torchvision 0.28.0's _C.so (torch::Library, paired with torch==2.13.0), stripped: a second copy aborts
   (CO406); the schema strings qualified with torchvision:: that survive show its namespace (no CO408 for a
   model calling torchvision::nms, whose own schema g++ built from immediates).
@@ -41,6 +45,7 @@ from customops.elf.symtab import symtab_strings
 from customops.findings import Finding
 from customops.inspect.files import SCHEMA_ARROW, readonly_strings
 from customops.inspect.registrations import static_registrations, torch_op_library
+from customops.rules.registrations import OVERRIDDEN
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 from fixtures import published_torch as published
@@ -146,6 +151,13 @@ def real_torch(code: str, stubs: Path, timeout: int = 300) -> subprocess.Complet
     env = {**os.environ, "LD_LIBRARY_PATH": str(stubs)}
     return subprocess.run([sys.executable, "-c", "import torch\n" + code], capture_output=True, text=True,
                           timeout=timeout, env=env)
+
+
+def preloaded(paths: list[Path], stubs: Path) -> subprocess.CompletedProcess[str]:
+    """The real thing as the server starts: `paths` in LD_PRELOAD (torch 2.13 CPU and the CUDA stubs on the
+    library path), before a program that does nothing else."""
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{stubs}:{torch_lib()}", "LD_PRELOAD": " ".join(map(str, paths))}
+    return subprocess.run([shutil.which("true") or "/bin/true"], capture_output=True, text=True, env=env, timeout=120)
 
 
 def loads(paths: list[Path]) -> str:
@@ -258,18 +270,34 @@ def test_one_file_preloaded_under_two_paths_registers_once(root, audio, stubs, t
 
 
 @pytest.mark.parametrize("strip", [False, True], ids=["with-symtab", "stripped"])
-def test_two_builds_of_one_stable_torch_op_library_abort_as_predicted(root, audio, stubs, tmp_path, strip):
-    """torchaudio 2.10.0's and 2.11.1's libtorchaudio.so both define torchaudio::forced_align and the rest:
-    an error while the namespace is readable (.symtab), a warning once both are stripped (the namespace is an
-    argument in the code, not a string customops can attribute)."""
+@pytest.mark.parametrize("listed", ["newer-first", "older-first"])
+def test_two_builds_of_one_stable_torch_op_library_load_or_abort_as_predicted(root, audio, stubs, tmp_path, strip,
+                                                                             listed):
+    """torchaudio 2.10.0's and 2.11.1's libtorchaudio.so both define torchaudio::forced_align and the rest. Preloaded,
+    the one listed first registers second (ld.so runs the last listed preload's initialisers first), and that one
+    decides. 2.11.1's def() checks the shim's error code (built with torch 2.13's headers) and throws: it aborts
+    the server, an error while the namespace is readable (.symtab), a warning once both are stripped (the
+    namespace is an argument in the code, not a string customops can attribute). 2.10.0's ignores it: the server
+    loads, its kernels in place of 2.11.1's (a warning)."""
     older, newer = extracted(OLDER)["libtorchaudio.so"], audio["libtorchaudio.so"]
     if strip:
         older, newer = stripped(older, tmp_path / "older"), stripped(newer, tmp_path / "newer")
-    repo, findings = check(root, {"old": older, "new": newer})
+    libraries = {"new": newer, "old": older} if listed == "newer-first" else {"old": older, "new": newer}
+    repo, findings = check(root, libraries)
     (finding,) = co406(findings)
-    assert finding.library == "/models/pt/ops/new/libtorchaudio.so"
+    later = next(iter(libraries))  # registers second
+    assert finding.library == f"/models/pt/ops/{later}/libtorchaudio.so"
+    real = preloaded([repo / "pt/ops" / key / "libtorchaudio.so" for key in libraries], stubs)
+    if later == "old":
+        assert finding.severity == Severity.WARNING
+        assert real.returncode == 0, (real.returncode, real.stderr[-2000:])
+        assert OVERRIDDEN in real.stderr
+        if strip:
+            assert "unless the library ignores that" in finding.message
+        else:
+            assert finding.predicted == OVERRIDDEN
+        return
     assert finding.severity == (Severity.WARNING if strip else Severity.ERROR)
-    real = real_torch(loads([repo / "pt/ops/old" / older.name, repo / "pt/ops/new" / newer.name]), stubs)
     assert real.returncode == -signal.SIGABRT, real.stderr[-2000:]
     assert "with the same name and overload name multiple times" in real.stderr
     refused = real.stderr.split("Tried to register an operator (", 1)[1].split("(", 1)[0]  # torchaudio::<op>

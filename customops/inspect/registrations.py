@@ -12,7 +12,10 @@
     an argument, not a symbol;
   - schema strings (`op(Tensor x) -> Tensor`, `ns::op.overload(...) -> ...`) in its read-only data: the
     stable ABI passes each as a C string literal, so they are there whole; torch::Library's `def` takes a
-    std::string that g++ may build from immediates at -O2, so there they may be missing (never invented).
+    std::string that g++ may build from immediates at -O2, so there they may be missing (never invented);
+  - what it does when torch refuses one of its schemas (refused_def): torch::Library's def throws; the stable
+    shim returns an error code, which StableLibrary::def checks (and throws) only when built with torch 2.13's
+    headers or later, whose check leaves the call's text in the read-only data.
 - ONNX Runtime: the `RegisterCustomOps` export ORT dlsym()s (exact).
 - TensorRT: imports of `getPluginRegistry` or the TensorRT 10 plugin-library exports (`getCreators`,
   `getPluginCreators`, `setLoggerFinder`) mark a plugin library; creator names are not readable statically.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from customops.elf.demangle import demangle
 from customops.elf.records import ElfInfo
@@ -35,9 +39,22 @@ TORCH_SCHEMA = re.compile(rb"(?:([A-Za-z_]\w*)::)?([A-Za-z_]\w*)(?:\.(\w+))?\(([
 # Imports that mark a Torch op library: the classic API (libtorch_cpu) and the stable C shims
 TORCH_REGISTERS = (b"5torch7LibraryC1E", b"5torch7LibraryC2E", b"aoti_torch_library_init_def",
                    b"aoti_torch_library_init_fragment", b"aoti_torch_library_init_impl")
-TORCH_DEFINES = (b"5torch7Library4_def", b"aoti_torch_library_def", b"torch_library_def_with_tags")
+CLASSIC_DEFINES = b"5torch7Library4_def"  # torch::Library::_def: a refused schema throws c10::Error
+TORCH_DEFINES = (CLASSIC_DEFINES, b"aoti_torch_library_def", b"torch_library_def_with_tags")
 STABLE_SHIMS = (b"aoti_torch_library_init_def", b"aoti_torch_library_init_fragment", b"aoti_torch_library_init_impl")
 TRT_PLUGIN_EXPORTS = (b"getCreators", b"getPluginCreators", b"setLoggerFinder")
+# The text of torch's check of a stable def() call: STABLE_TORCH_ERROR_CODE_CHECK and TORCH_ERROR_CODE_CHECK pass
+# the call's source (#call) to the function that throws; StableLibrary::def has it from torch 2.13's headers on
+STABLE_DEF_CHECK = re.compile(rb"\b(?:aoti_torch_library_def|torch_library_def_with_tags)\(")
+STABLE_DEF_TEXT = b"library_def"  # in each such text: the needle the read-only strings are searched for
+
+
+class RefusedDef(Enum):
+    """What a Torch op library's def() does when torch refuses the schema (defined already: "Tried to register an
+    operator ... multiple times"), which decides whether a second copy of it, or another build, loads."""
+
+    THROWS = "throws"  # from the library's static initialiser: std::terminate aborts the process
+    IGNORED = "ignored"  # the stable shim's error code is dropped: loading goes on, the first definition stays
 
 
 @dataclass(frozen=True)
@@ -101,8 +118,7 @@ def torch_op_library(info: ElfInfo, strings: Sequence[bytes]) -> list[Registrati
     The imports bound the kinds of its blocks, no more: the stable StableLibrary constructor calls the shim of
     each kind on one branch, so a library may import all three and use one; one it does not import it cannot
     use (`blocks`). torch::Library takes the kind as an argument: nothing is told there."""
-    symbols = info.symbols
-    imported = set(symbols.names(symbols.undefined_mask.nonzero()[0]))
+    imported = _imports(info)
     path = info.path
     if not any(marker in name for name in imported for marker in TORCH_REGISTERS):
         return []
@@ -115,3 +131,22 @@ def torch_op_library(info: ElfInfo, strings: Sequence[bytes]) -> list[Registrati
         found += [Registration("torch", "schema", f"{ns}::{op}" if ns else op, path, "inferred", "rodata", api)
                   for ns, op in torch_schemas(strings)]
     return found
+
+
+def refused_def(info: ElfInfo, strings: Iterable[bytes]) -> RefusedDef | None:
+    """What the library does with a schema definition torch refuses; None where it defines no schemas. torch::Library's
+    def throws; the stable shims (aoti_torch_library_def, torch_library_def_with_tags) return an error code,
+    checked where a check's text is among `strings` (its read-only strings holding STABLE_DEF_TEXT). Without one,
+    the calls are unchecked only if they are StableLibrary's (its STABLE_TORCH_LIBRARY* blocks, from `.symtab`):
+    other code calling the shims may check them its own way."""
+    imported = _imports(info)
+    if not any(marker in name for name in imported for marker in TORCH_DEFINES):
+        return None
+    if any(CLASSIC_DEFINES in name for name in imported) or any(STABLE_DEF_CHECK.search(s) for s in strings):
+        return RefusedDef.THROWS
+    return RefusedDef.IGNORED
+
+
+def _imports(info: ElfInfo) -> set[bytes]:
+    symbols = info.symbols
+    return set(symbols.names(symbols.undefined_mask.nonzero()[0]))

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from customops.elf.cache import ElfReader
+from customops.errors import ElfError
 from customops.inspect import files, protobuf_descriptors
 from customops.inspect.protobuf_descriptors import DescriptorFacts
-from customops.inspect.registrations import Registration
+from customops.inspect.registrations import STABLE_DEF_TEXT, RefusedDef, Registration, refused_def
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
@@ -39,6 +40,7 @@ class FileFacts:
     identities: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # loaded objects (CO407)
     digests: Mapping[str, str] = field(default_factory=dict)  # custom libraries (CO406 copies)
     registrations: Mapping[str, tuple[Registration, ...]] = field(default_factory=dict)  # custom libraries
+    refused_defs: Mapping[str, RefusedDef] = field(default_factory=dict)  # Torch op libraries (CO406)
     setuid_server: bool = False  # the server executable is set-user/group-ID (CO307: secure execution)
     torchscript_calls: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # archive -> ops
     onnx_ops: Mapping[str, ModelOps] = field(default_factory=dict)  # model file -> (used, model-local)
@@ -87,16 +89,34 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
     custom = [s.source for s in steps if s.purpose != "backend library"]
     sources = [s.source for s in steps]
     loaded = [o.path for o in prediction.objects] if prediction is not None else []
+    registrations = files.registrations(custom, reader)
     facts = FileFacts(
         modes=files.modes([p for s in sources for p in (s, os.path.dirname(s))]),
         identities=files.identities([*loaded, *custom]) if prediction is not None else {},
         digests=files.digests(custom),
-        registrations=files.registrations(custom, reader),
+        registrations=registrations,
+        refused_defs=_refused_defs(registrations, reader),
         setuid_server=_setuid_server(triton),
         descriptors=protobuf_descriptors.read([s.source for s in plan.preloads], reader))
     if triton.container.target is not None and triton.container.facts.source == "root":
         facts = _with_model_facts(facts, models, triton)
     return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes)
+
+
+def _refused_defs(registrations: Mapping[str, tuple[Registration, ...]], reader: ElfReader) -> dict[str, RefusedDef]:
+    """What each Torch op library does when torch refuses one of its schemas: whether a second copy of it, or
+    another build defining the same schemas, aborts the server or loads."""
+    found = {}
+    for path, registered in registrations.items():
+        if not any(r.framework == "torch" and r.kind == "op-library" for r in registered):
+            continue
+        try:
+            refusal = refused_def(reader.read(path), files.readonly_strings(path, STABLE_DEF_TEXT))
+        except ElfError:
+            continue
+        if refusal is not None:
+            found[path] = refusal
+    return found
 
 
 def _setuid_server(triton: Context) -> bool:

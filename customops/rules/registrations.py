@@ -4,10 +4,14 @@ CO406, two libraries one server process loads register the same thing; what happ
 own rule:
 - Torch: a second TORCH_LIBRARY for a namespace aborts the process inside dlopen (FRAGMENT and IMPL blocks
   are fine), a second STABLE_TORCH_LIBRARY crashes it (the stable shim's error is ignored, the library handle
-  stays null): predicted from the `.symtab` namespaces. A schema defined twice aborts it too ("Tried to
-  register an operator ... multiple times"), so one Torch op library loaded from two paths (same content:
-  every registration runs again) always kills the server, stripped or not; two builds that define one
-  schema (namespace from `.symtab` or the schema, op from the schema strings) do too. Where a stripped
+  stays null): predicted from the `.symtab` namespaces. A schema defined twice is refused ("Tried to register
+  an operator ... multiple times"), which aborts the process where the library's def() throws on it
+  (torch::Library, StableLibrary of torch 2.13's headers on) and is skipped where it does not (older
+  StableLibrary: customops.inspect.registrations.refused_def), torch 2.11 to 2.15 alike; a second kernel
+  replaces the first, with a warning. So one op library loaded from two paths (same content: every
+  registration runs again) kills the server, stripped or not, unless `.symtab` shows stable fragment and kernel
+  blocks only and its def() skips refusals (information); of two builds defining one schema, the one that
+  registers second (of preloads, the first listed) decides (a warning where it loads). Where a stripped
   library's namespaces cannot be read, a shared op name is only a warning.
 - TensorFlow: an op library loaded again from another path (same content) registers nothing: its ops are
   silently dropped.
@@ -22,16 +26,18 @@ the frameworks observed through duplicate_registration() and unregistered_ops() 
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 from customops.codes import Severity
 from customops.findings import Finding
-from customops.inspect.registrations import Registration
+from customops.inspect.registrations import RefusedDef, Registration
 from customops.rules.context import RuleContext
 from customops.triton.plan import LoadStep
 
 CODES = frozenset({"CO406", "CO408"})
 NEEDS_PREDICTION = False
+OVERRIDDEN = "Overriding a previously registered kernel for the same operator and the same dispatch key"  # torch's
 
 
 def check(ctx: RuleContext) -> list[Finding]:
@@ -40,7 +46,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     loaded = _distinct_files(steps, ctx)  # Torch registers in static initialisers: once per file ld.so maps
     torch = _torch(loaded, registrations)
     torch += _torch_copies(loaded, registrations, ctx, {f.library for f in torch})
-    torch += _torch_schemas(loaded, registrations, ctx, {f.library for f in torch})
+    torch += _torch_schemas(_registration_order(loaded), registrations, ctx, {f.library for f in torch})
     return (torch + _copies(steps, registrations, ctx)
             + _unregistered_torch_ops(ctx, registrations) + _unregistered_onnx_domains(ctx))
 
@@ -58,6 +64,14 @@ def _distinct_files(steps: list[LoadStep], ctx: RuleContext) -> list[LoadStep]:
             seen.add(identity)
         kept.append(step)
     return kept
+
+
+def _registration_order(steps: list[LoadStep]) -> list[LoadStep]:
+    """The steps in the order their static initialisers run, which is the order they register in: ld.so runs
+    the LD_PRELOAD libraries' at start-up, after their dependencies and the last listed first (_dl_init walks
+    the sorted link map backwards; libraries that do not need each other keep their order there, as two builds
+    of one library do), and a dlopen()ed library's when it is opened, later."""
+    return [*reversed([s for s in steps if s.preload]), *(s for s in steps if not s.preload)]
 
 
 def duplicate_registration(message: str, **about: Any) -> Finding:
@@ -207,7 +221,7 @@ def _blocks(found: tuple[Registration, ...]) -> set[str]:
 
 def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, reported: set) -> list[Finding]:
     """CO406: one Torch op library loaded from two paths (same content, two files): ld.so maps both, and every
-    registration of the second runs again, whatever is left of its `.symtab`."""
+    registration of the second runs again, whatever is left of its `.symtab` (_copy_fate)."""
     by_content: dict[str, list[LoadStep]] = defaultdict(list)
     for step in steps:
         digest = ctx.files.digests.get(step.source)
@@ -223,7 +237,8 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
         if second.path in reported:
             continue
         found = registrations[second]
-        blocks, schemas = _blocks(found), _schemas(found)
+        refusal = ctx.files.refused_defs.get(second.source)
+        schemas = _schemas(found)
         evidence = [f"same content as {first.path}: ld.so loads both files, and their static initialisers register "
                     "with torch twice"]
         if schemas:
@@ -231,23 +246,52 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
                             + (" ..." if len(schemas) > 10 else ""))
         if not any(r.source == "symtab" for r in found if r.framework == "torch"):
             evidence.append("its namespaces are not readable (no .symtab); its imports show it defines schemas")
-        predicted = None
-        if blocks and "namespace" not in blocks:
-            how = "torch refuses each schema the second time, which aborts the server"
-            predicted = "with the same name and overload name multiple times"
-        elif blocks == {"namespace"} or blocks == {"namespace", "impl"}:
-            stable = any(r.api == "stable" for r in found if r.framework == "torch")
-            how = ("torch refuses its namespace the second time and its first def() crashes the server (SIGSEGV)"
-                   if stable else "torch refuses its namespace the second time, which aborts the server")
-        elif any(r.api == "stable" for r in found if r.framework == "torch"):
-            how = "torch refuses its namespace or its schemas the second time, which aborts (or crashes) the server"
-        else:  # torch::Library throws either way
-            how = "torch refuses its namespace or its schemas the second time, which aborts the server"
+        if refusal is not None and any(r.api == "stable" for r in found if r.framework == "torch"):
+            evidence.append(_refusal_evidence(refusal))
+        how, predicted, severity = _copy_fate(found, refusal)
         findings.append(Finding(
             "CO406", f"{second.path} is a copy of {first.path}: loading it registers the same Torch ops again; {how}",
-            model=second.model, library=second.path, file=second.source, symbol=schemas[0] if schemas else None,
-            predicted=predicted, evidence=tuple(evidence)))
+            severity=severity, model=second.model, library=second.path, file=second.source,
+            symbol=schemas[0] if schemas else None, predicted=predicted, evidence=tuple(evidence)))
     return findings
+
+
+def _copy_fate(found: tuple[Registration, ...], refusal: RefusedDef | None) -> tuple[str, str | None, Severity | None]:
+    """What a copy's registrations do the second time (how, torch's message, the severity if not the code's):
+    torch refuses its namespaces and schemas and takes its kernels in place of the first copy's, with a warning;
+    whether the refusals kill the server is the library's own doing (_survives)."""
+    blocks, stable = _blocks(found), any(r.api == "stable" for r in found if r.framework == "torch")
+    if _survives(found, refusal):
+        return ("torch refuses its schemas the second time, which this build ignores, and takes its kernels in place "
+                "of the first copy's (the same code): the server loads, with a warning", OVERRIDDEN, Severity.INFO)
+    if blocks and "namespace" not in blocks:
+        return ("torch refuses each schema the second time, which aborts the server",
+                "with the same name and overload name multiple times", None)
+    if blocks == {"namespace"} or blocks == {"namespace", "impl"}:
+        return ("torch refuses its namespace the second time and its first def() crashes the server (SIGSEGV)"
+                if stable else "torch refuses its namespace the second time, which aborts the server"), None, None
+    if stable and refusal is RefusedDef.IGNORED:
+        return ("torch refuses its namespace or its schemas the second time: a refused STABLE_TORCH_LIBRARY namespace "
+                "crashes the server (SIGSEGV); refused schemas of _FRAGMENT blocks this build ignores, and then the "
+                "server loads; which blocks it has is not readable without .symtab"), None, None
+    return ("torch refuses its namespace or its schemas the second time, which aborts "
+            + ("(or crashes) the server" if stable else "the server")), None, None  # torch::Library throws either way
+
+
+def _survives(found: tuple[Registration, ...], refusal: RefusedDef | None) -> bool:
+    """Whether loading the library goes on when torch refuses its schema definitions: its `.symtab` shows only
+    stable-ABI fragment and kernel blocks (StableLibrary's; a refused STABLE_TORCH_LIBRARY namespace leaves a null
+    handle that its first def() crashes on) and its def() does not check the shim's error code."""
+    blocks = [r for r in found if r.framework == "torch" and r.source == "symtab"]
+    return (refusal is RefusedDef.IGNORED and bool(blocks) and all(r.api == "stable" for r in blocks)
+            and not any(r.kind == "namespace" for r in blocks))
+
+
+def _refusal_evidence(refusal: RefusedDef) -> str:
+    if refusal is RefusedDef.THROWS:
+        return "its def() checks the shim's error code and throws on a refusal (the check's text is in its rodata)"
+    return ("its def() does not check the shim's error code (no such check's text in its rodata: StableLibrary of "
+            "torch headers before 2.13), so a schema torch refuses is skipped")
 
 
 def _namespaced_ops(found: tuple[Registration, ...]) -> tuple[set[tuple[str, str]], set[str]]:
@@ -268,40 +312,58 @@ def _namespaced_ops(found: tuple[Registration, ...]) -> tuple[set[tuple[str, str
 
 
 def _torch_schemas(steps: list[LoadStep], registrations: dict, ctx: RuleContext, reported: set) -> list[Finding]:
-    """CO406: two different Torch op libraries (two builds of one library) that define one schema."""
+    """CO406: two different Torch op libraries (two builds of one library) that define one schema, `steps` in the
+    order they register (_registration_order). Torch refuses the later definition: that aborts the server
+    unless the library making it ignores the refusal (_survives), and then its kernels run under the first's."""
     libraries = [s for s in steps if _op_library(registrations[s]) is not None]
     findings = []
     for index, second in enumerate(libraries):
         if second.path in reported:
             continue
         known, unknown = _namespaced_ops(registrations[second])
+        refusal = ctx.files.refused_defs.get(second.source)
         for first in libraries[:index]:
             if first.path == second.path or ctx.files.digests.get(first.source) == ctx.files.digests.get(
                     second.source) is not None:
                 continue
             first_known, first_unknown = _namespaced_ops(registrations[first])
             shared = sorted(f"{ns}::{op}" for ns, op in known & first_known)
-            if shared:
-                findings.append(Finding(
-                    "CO406", f"{second.path} defines {shared[0]} again after {first.path}: torch refuses the "
-                             "schema, which aborts the server", model=second.model, library=second.path,
-                    file=second.source, symbol=shared[0],
-                    predicted="with the same name and overload name multiple times",
-                    evidence=(f"both define: {', '.join(shared[:10])}" + (" ..." if len(shared) > 10 else ""),
-                              "namespaces and ops read from their .symtab and schema strings")))
-                reported.add(second.path)
-                break
             maybe = sorted((unknown | {op for _, op in known}) & (first_unknown | {op for _, op in first_known}))
-            if maybe and (unknown or first_unknown):
-                findings.append(Finding(
-                    "CO406", f"{second.path} and {first.path} both define a schema for {maybe[0]}, and the "
-                             "namespace of at least one is not readable (no .symtab): if it is the same, loading "
-                             f"{second.path} aborts the server", severity=Severity.WARNING, model=second.model,
-                    library=second.path, file=second.source, symbol=maybe[0],
-                    evidence=(f"both define: {', '.join(maybe[:10])}" + (" ..." if len(maybe) > 10 else ""),)))
+            if shared or (maybe and (unknown or first_unknown)):
+                findings.append(_schema_clash(first, second, shared or maybe, bool(shared), refusal,
+                                              _survives(registrations[second], refusal)))
                 reported.add(second.path)
                 break
     return findings
+
+
+def _schema_clash(first: LoadStep, second: LoadStep, ops: list[str], known: bool, refusal: RefusedDef | None,
+                  survives: bool) -> Finding:
+    """CO406 for `second` defining `ops` again after `first`: in a namespace both are known to share (`known`),
+    else in one of them not readable (a warning)."""
+    evidence = (f"both define: {', '.join(ops[:10])}" + (" ..." if len(ops) > 10 else ""),
+                *((f"ld.so runs {first.path}'s static initialisers before {second.path}'s (LD_PRELOAD: the last "
+                   "listed first)",) if first.preload and second.preload else ()))
+    clash = partial(Finding, "CO406", model=second.model, library=second.path, file=second.source, symbol=ops[0])
+    if not known:
+        if survives:
+            then = f"torch refuses {second.path}'s definition, which it ignores: its kernels replace the first's"
+        elif refusal is RefusedDef.IGNORED:
+            then = (f"torch refuses {second.path}'s definition: the server aborts unless the library ignores that, as "
+                    "its def() calls, not checked with torch's macros, seem to (its kernels then replace the first's)")
+        else:
+            then = f"loading {second.path} aborts the server"
+        return clash(f"{second.path} and {first.path} both define a schema for {ops[0]}, and the namespace of at "
+                     f"least one is not readable (no .symtab): if it is the same, {then}", severity=Severity.WARNING,
+                     evidence=evidence)
+    evidence += ("namespaces and ops read from their .symtab and schema strings",)
+    if survives:
+        return clash(f"{second.path} defines {ops[0]} again after {first.path}: torch refuses the schema, which this "
+                     f"build ignores, and takes its kernels in place of the first's: the server loads, and runs "
+                     f"{second.path}'s code under {first.path}'s schemas", severity=Severity.WARNING,
+                     predicted=OVERRIDDEN, evidence=(*evidence, _refusal_evidence(RefusedDef.IGNORED)))
+    return clash(f"{second.path} defines {ops[0]} again after {first.path}: torch refuses the schema, which aborts "
+                 "the server", predicted="with the same name and overload name multiple times", evidence=evidence)
 
 
 def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> list[Finding]:
