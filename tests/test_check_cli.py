@@ -180,21 +180,17 @@ def test_code_scanning_paths_resolve_from_the_git_checkout_root(example, tmp_pat
     assert "file=detector_ort/config.pbtxt,line=3,col=42," in elsewhere
 
 
-@pytest.mark.parametrize("report_format", ["sarif", "junit", "github", "gitlab"])
+@pytest.mark.parametrize("report_format", ["junit", "github", "gitlab"])
 def test_a_run_that_cannot_check_still_writes_its_ci_report(tmp_path, report_format):
-    """Exit 2 (bad input) still leaves the --output file, saying why: the upload step after it finds it."""
+    """Exit 2 (bad input) still leaves the --output file, saying why: the upload step after it finds it (SARIF
+    excepted: tests/test_report_files.py)."""
     out = tmp_path / f"report.{report_format}"
     result = customops("check", str(tmp_path / "missing"), "--triton-release", "25.03", "--format", report_format,
                        "--output", str(out))
     assert result.returncode == 2 and "model repository does not exist" in result.stderr
     text = out.read_text()
     assert "model repository does not exist" in text
-    if report_format == "sarif":
-        sarif = json.loads(text)
-        if SARIF_SCHEMA.exists():
-            Draft7Validator(json.loads(SARIF_SCHEMA.read_text())).validate(sarif)
-        assert sarif["runs"][0]["invocations"][0]["executionSuccessful"] is False
-    elif report_format == "junit":
+    if report_format == "junit":
         assert ET.fromstring(text).get("errors") == "1"
     elif report_format == "gitlab":
         assert json.loads(text)[0]["severity"] == "blocker"

@@ -44,7 +44,7 @@ def test_a_model_directory_without_a_config_is_pointed_at_by_its_findings(tree, 
     model(repo, ".ipynb_checkpoints", None, versions=False)
     result = check(repo, tree, "sarif")
     assert result.returncode == 1, result.stderr
-    assert sarif_locations(result) == {"CO103": [(".ipynb_checkpoints", None)]}
+    assert sarif_locations(result) == {"CO103": [(".ipynb_checkpoints", 1)]}  # line 1, as GitLab's
     [issue] = json.loads(check(repo, tree, "gitlab").stdout)
     assert issue["location"] == {"path": ".ipynb_checkpoints", "lines": {"begin": 1}}
 

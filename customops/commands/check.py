@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from customops.errors import CustomopsError, printable
+from customops.errors import CustomopsError, InputError, printable
 from customops.outputs import write_file
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "sarif", "junit", "github", "gitlab")
 SCANNING_FORMATS = ("sarif", "junit", "github", "gitlab")  # paths relative to the checkout (json's: the repository)
 REPORT_FILES = {"sarif": "SARIF", "junit": "JUnit XML", "gitlab": "GitLab Code Quality"}  # --sarif FILE, ...
+ON_EXIT_2 = {"sarif": "not written when the run ends with exit 2, so that no upload closes open alerts"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,8 +92,8 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of standard output")
     for report_format, what in REPORT_FILES.items():
         p.add_argument(f"--{report_format}", metavar="FILE", dest=f"{report_format}_file",
-                       help=f"also write the {what} report to FILE, whatever --format prints (written even when "
-                            "the run ends with exit 2)")
+                       help=f"also write the {what} report to FILE, whatever --format prints ("
+                            f"{ON_EXIT_2.get(report_format, 'written even when the run ends with exit 2')})")
     p.add_argument("--base-dir", metavar="DIR",
                    help="sarif, github, gitlab and junit: file paths relative to this directory (default: the git "
                         "checkout holding the first repository, where code scanning and workflow annotations resolve "
@@ -99,24 +101,41 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
-    """The check; a run that cannot check (bad input, exit 2) still writes each report file of a CI format it
-    was asked for, with the error as its one result, so that the upload step after it finds a file that says
-    why."""
+    """The check; a run that cannot check (bad input, exit 2) still writes each JUnit and GitLab report file
+    it was asked for, with the error as its one result, so that the upload step after it finds a file that
+    says why; and leaves no SARIF file (error_reports)."""
     try:
         return _run(args, usage)
     except CustomopsError as exc:
-        error_reports(args, str(exc))
+        error_reports(args, str(exc), exc.path if isinstance(exc, InputError) else None)
         raise
 
 
-def error_reports(args: argparse.Namespace, message: str) -> None:
-    """Each requested report file of a CI format, with the error as its one result (exit 2 follows)."""
-    from customops.report.check import error_report
+def error_reports(args: argparse.Namespace, message: str, path: str | None = None) -> None:
+    """Each requested JUnit, GitLab or GitHub report file, with the error as its one result, at the file it
+    names (`path`, where it lies in the checkout; else the first model repository, the working directory or
+    the checkout): exit 2 follows. No SARIF file, and one left there by an earlier run is removed: code
+    scanning would take it for an analysis that found nothing and close every open alert, so the upload step
+    (`hashFiles(...) != ''`) skips and the alerts stay as the last complete run left them (docs/ci.md)."""
+    from customops.report.check import error_location, error_report
+    from customops.triton.manifest import checkout_root
 
+    named = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
+    base = os.path.abspath(args.base_dir) if args.base_dir else checkout_root(named[0] if named else os.getcwd())
+    where = error_location([p for p in (path, *named[:1], os.getcwd()) if p], base)
     for report_format, output in outputs(args):
-        if output and report_format in SCANNING_FORMATS:
+        if output and report_format == "sarif":
+            _remove_regular_file(output)
+        elif output and report_format in SCANNING_FORMATS:
             with contextlib.suppress(CustomopsError):  # a file that cannot be written: the error stands alone
-                emit(error_report(report_format, message), output)
+                emit(error_report(report_format, message, where), output)
+
+
+def _remove_regular_file(path: str) -> None:
+    """Removes `path` if it is a regular file (never what a symbolic link leads to, nor a stream)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
 
 
 def outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from customops import PROJECT_URL, __version__, schemas
 from customops.cachedir import key_bytes
 from customops.codes import CODES, Severity, doc_page, docs_url
-from customops.findings import Finding
+from customops.findings import Finding, model_of
 from customops.probe.groups import ProbedGroup
 from customops.report.escape import console as new_console
 from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
@@ -36,6 +36,42 @@ def relative(path: str | None, base: str | None) -> str | None:
         return path
     path, base = os.path.abspath(path), os.path.abspath(base)
     return os.path.relpath(path, base) if path.startswith(base.rstrip("/") + "/") else path
+
+
+def _in_checkout(path: str | None, base: str | None) -> str | None:
+    """`path` relative to `base` where it lies below it (any path without a base), else None."""
+    if path is None or base is None:
+        return path
+    inside = relative(path, base)
+    return None if inside is None or os.path.isabs(inside) else inside
+
+
+def location(f: Finding, result, base: str | None) -> tuple[str, int, int | None]:
+    """Where the CI reports point a finding (path relative to `base`, line, column): its own file where that
+    lies in the checkout, at its line (1 where it has none, as GitLab's); else, since code scanning shows no
+    result without a file of the repository and GitLab no issue without a path, line 1 of its model's config,
+    the manifest, the profile or the first model's config that does; else the checkout itself (".")."""
+    own = _in_checkout(f.file, base)
+    if own is not None:
+        return own, f.line or 1, f.column if f.line else None
+    model = model_of(f, result.models) if f.model else None
+    for path in (model.config_path if model else None, result.manifest, result.profile,
+                 *(m.config_path for m in result.models)):
+        inside = _in_checkout(path, base)
+        if inside is not None:
+            return inside, 1, None
+    return ".", 1, None
+
+
+def error_location(paths: list[str], base: str) -> str:
+    """Where the reports of a run that could not check point, relative to `base`: the first of `paths` (the
+    file the error names, the first model repository, the working directory) that exists in the checkout,
+    else the checkout itself (".")."""
+    for path in paths:
+        inside = _in_checkout(path, base)
+        if inside is not None and os.path.lexists(path):
+            return inside
+    return "."
 
 
 def finding_record(f: Finding, base: str | None) -> dict:
@@ -109,8 +145,10 @@ def _suppression(f: Finding, base: str | None) -> dict | None:
 
 
 def to_sarif(result, base: str | None) -> str:
-    """SARIF 2.1.0. Suppressed findings are results with their `suppressions` (code scanning shows them as
-    dismissed), and every result has a `partialFingerprints` entry that stays the same when lines move."""
+    """SARIF 2.1.0 as code scanning takes it (the SARIF Multitool's GitHub rules pass: GH1001-GH1007,
+    GH1011-GH1018, GH2012). Suppressed findings are results with their `suppressions` (code scanning shows
+    them as dismissed); every result has a location in the checkout (`location`) and a `partialFingerprints`
+    entry that stays the same when lines move."""
     used = sorted({f.code for f in (*result.findings, *result.suppressed)})
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
@@ -118,36 +156,27 @@ def to_sarif(result, base: str | None) -> str:
               "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}", "markdown": doc_page(code)},
               "helpUri": docs_url(code),
               "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
-    results = [_sarif_result(f, used, base) for f in (*result.findings, *result.suppressed)]
+    results = [_sarif_result(f, used, result, base) for f in (*result.findings, *result.suppressed)]
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "customops", "version": __version__, "rules": rules,
-                                      "informationUri": PROJECT_URL}},
+        "runs": [{"tool": {"driver": {"name": "customops", "version": __version__, "semanticVersion": __version__,
+                                      "rules": rules, "informationUri": PROJECT_URL}},
                   "originalUriBaseIds": {"%SRCROOT%": {"uri": _uri(base)}} if base else {},
                   "results": results}],
     }
     return dumps(sarif, indent=2)
 
 
-def _sarif_result(f: Finding, used: list[str], base: str | None) -> dict:
-    from urllib.parse import quote  # URIs: spaces, `%`, `#` and bytes that are not UTF-8 percent-encoded
-
+def _sarif_result(f: Finding, used: list[str], result, base: str | None) -> dict:
     entry: dict = {"ruleId": f.code, "ruleIndex": used.index(f.code), "level": SARIF_LEVEL[f.level],
                    "message": {"text": f.stated + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
-    path = relative(f.file, base)
-    if path:
-        location: dict = {"artifactLocation": {"uri": quote(os.fsencode(path))}}
-        if not os.path.isabs(path):
-            location["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
-        if f.line:
-            location["region"] = {"startLine": f.line, **({"startColumn": f.column} if f.column else {})}
-        entry["locations"] = [{"physicalLocation": location}]
-    artifact = relative(f.artifact, base)
+    path, line, column = location(f, result, base)
+    region = {"startLine": line, **({"startColumn": column} if column else {})}
+    entry["locations"] = [{"physicalLocation": {"artifactLocation": _artifact(path), "region": region}}]
+    artifact = _in_checkout(f.artifact, base)  # one outside the checkout is no file code scanning can show
     if artifact:  # the library itself, where the location is the text that makes Triton load it
-        related = {"uri": quote(os.fsencode(artifact)),
-                   **({} if os.path.isabs(artifact) else {"uriBaseId": "%SRCROOT%"})}
-        entry["relatedLocations"] = [{"id": 1, "physicalLocation": {"artifactLocation": related},
+        entry["relatedLocations"] = [{"id": 1, "physicalLocation": {"artifactLocation": _artifact(artifact)},
                                       "message": {"text": "the library"}}]
     entry["partialFingerprints"] = {"customops/v1": _fingerprint(f, base)}
     if f.suppression is not None:
@@ -160,16 +189,26 @@ def _sarif_result(f: Finding, used: list[str], base: str | None) -> dict:
     return entry
 
 
+def _artifact(path: str) -> dict:
+    """An artifactLocation: a path in the checkout relative to %SRCROOT%, an absolute one (no base) as a file
+    URI; spaces, `%`, `#` and bytes that are not UTF-8 percent-encoded."""
+    from urllib.parse import quote
+
+    if os.path.isabs(path):
+        return {"uri": "file://" + quote(os.fsencode(path))}
+    return {"uri": quote(os.fsencode(path)), "uriBaseId": "%SRCROOT%"}
+
+
 GITLAB_SEVERITY = {Severity.ERROR: "critical", Severity.WARNING: "minor", Severity.INFO: "info"}
 
 
 def to_gitlab(result, base: str | None) -> str:
     """GitLab Code Quality (a JSON array of issues, each with a description, check_name, fingerprint, severity
-    and location with a path relative to the checkout and a line: 1 where the finding has none)."""
+    and location: a path relative to the checkout and a line, as `location` places it)."""
     issues = [{"description": f.stated + (f" | predicted: {f.predicted}" if f.predicted else ""),
                "check_name": f.code, "fingerprint": _fingerprint(f, base), "severity": GITLAB_SEVERITY[f.level],
-               "location": {"path": relative(f.file, base) or "", "lines": {"begin": f.line or 1}}}
-              for f in result.findings]
+               "location": {"path": path, "lines": {"begin": line}}}
+              for f in result.findings for path, line, _ in [location(f, result, base)]]
     return dumps(issues, indent=2)
 
 
@@ -180,27 +219,23 @@ def _fingerprint(f: Finding, base: str | None) -> str:
     return hashlib.sha256(key_bytes(identity)).hexdigest()  # two names that are not UTF-8 stay two alerts
 
 
-def error_report(report_format: str, message: str) -> str:
-    """sarif, junit, github or gitlab for a run that could not check: the error as the one thing it reports."""
+def error_report(report_format: str, message: str, where: str) -> str:
+    """junit, github or gitlab for a run that could not check: the error as the one thing it reports, at
+    `where` (error_location). Never SARIF: code scanning would take a file without the findings for an
+    analysis that found none, and close every open alert (docs/ci.md)."""
     text = printable(message)
-    if report_format == "sarif":
-        return dumps({"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": [{
-            "tool": {"driver": {"name": "customops", "version": __version__,
-                                "informationUri": PROJECT_URL}},
-            "invocations": [{"executionSuccessful": False, "exitCode": 2, "toolExecutionNotifications": [
-                {"level": "error", "message": {"text": text}}]}],
-            "results": []}]}, indent=2)
     if report_format == "gitlab":
         return dumps([{"description": text, "check_name": "customops", "fingerprint": hashlib.sha256(
             text.encode("utf-8", "replace")).hexdigest(), "severity": "blocker",
-            "location": {"path": "", "lines": {"begin": 1}}}], indent=2)
+            "location": {"path": where, "lines": {"begin": 1}}}], indent=2)
     if report_format == "junit":
         return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="customops check" tests="1" failures="0" '
                 'errors="1" time="0">\n  <testsuite name="customops check" tests="1" failures="0" errors="1" '
-                f'time="0">\n    <testcase classname="customops.check" name="customops check" time="0"><error '
-                f'message="{xml(text, True)}" type="bad input">{xml(text)}</error></testcase>\n  </testsuite>\n'
-                "</testsuites>\n")
-    return f"::error title=customops::{github_data(text)}\n"
+                f'time="0">\n    <testcase classname="customops.check" name="customops check" '
+                f'file="{xml(printable(where), True)}" time="0"><error message="{xml(text, True)}" type="bad input">'
+                f'{xml(text)}</error></testcase>\n  </testsuite>\n</testsuites>\n')
+    file = f"file={github_property(where)}," if where != "." else ""
+    return f"::error {file}title=customops::{github_data(text)}\n"
 
 
 def _uri(base: str) -> str:

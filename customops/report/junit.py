@@ -1,4 +1,5 @@
-"""JUnit XML as Jenkins' schema (junit-10.xsd, which GitLab and most dashboards read) has it."""
+"""JUnit XML as Jenkins' schema (junit-10.xsd, which GitLab and most dashboards read) has it, with GitLab's `file`
+on each testcase."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import Counter, defaultdict
 
 from customops.codes import CODES, Severity
 from customops.findings import Finding, model_of
-from customops.report.check import relative
+from customops.report.check import location, relative
 from customops.report.escape import printable, xml
 
 
@@ -15,17 +16,20 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
     """JUnit XML as Jenkins' schema (junit-10.xsd) has it: a testsuite per model, named by its directory so that
     two repositories' models of one name stay apart, and a testcase per finding, failing at or above
     `fail_on`, passing with the finding as its output below it, so that dashboards show warnings too; a model
-    without findings is one passing testcase. `elapsed`: the check's seconds, the root's time."""
+    without findings is one passing testcase. Each testcase has the `file` GitLab shows beside it: the file the
+    finding points at (customops.report.check.location), a passing model's config. `elapsed`: the check's
+    seconds, the root's time."""
     groups: dict[int, list[Finding]] = defaultdict(list)  # by the model's position: names may repeat
     for f in result.findings:
         model = model_of(f, result.models) if f.model else None
         groups[-1 if model is None else result.models.index(model)].append(f)
-    suites = [(relative(m.path, base) or m.name, m.name, groups.get(i, [])) for i, m in enumerate(result.models)]
+    suites = [(relative(m.path, base) or m.name, m.name, groups.get(i, []), relative(m.config_path or m.path, base))
+              for i, m in enumerate(result.models)]
     if groups.get(-1):
-        suites.append(("(server)", "(server)", groups[-1]))
+        suites.append(("(server)", "(server)", groups[-1], None))
     body, tests, failures = [], 0, 0
-    for suite, model, found in suites:
-        cases = _junit_cases(model, found, fail_on)
+    for suite, model, found, config in suites:
+        cases = _junit_cases(model, found, fail_on, config, [location(f, result, base)[0] for f in found])
         failed = sum('<failure ' in c for c in cases)
         tests, failures = tests + len(cases), failures + failed
         body.append(f'  <testsuite name="{xml(printable(suite), True)}" tests="{len(cases)}" failures="{failed}" '
@@ -35,12 +39,15 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
             f'time="{elapsed:.3f}">\n' + "\n".join(body) + ("\n" if body else "") + "</testsuites>\n")
 
 
-def _junit_cases(model: str, found: list[Finding], fail_on: Severity) -> list[str]:
+def _junit_cases(model: str, found: list[Finding], fail_on: Severity, config: str | None,
+                 files: list[str]) -> list[str]:
+    """The model's testcases: one per finding, at `files` (one per finding), else `loads`, at its `config`."""
     classname = xml(printable(f"customops.{model}"), True)
     if not found:
-        return [f'<testcase classname="{classname}" name="loads" time="0"/>']
+        return [f'<testcase classname="{classname}" name="loads" file="{xml(printable(config or ""), True)}" '
+                'time="0"/>']
     cases, seen = [], Counter[str]()
-    for f in found:
+    for f, file in zip(found, files, strict=True):
         name = f"{f.code} {CODES[f.code].title}" + (f" ({os.path.basename(f.library)})" if f.library else "")
         seen[name] += 1
         name += f" #{seen[name]}" if seen[name] > 1 else ""
@@ -48,8 +55,8 @@ def _junit_cases(model: str, found: list[Finding], fail_on: Severity) -> list[st
                                                            else "") + f"\n  fix: {printable(f.hint)}")
         inner = (f'<failure type="{f.code}" message="{xml(printable(f.stated), True)}">{text}</failure>'
                  if f.level >= fail_on else f"<system-out>{text}</system-out>")
-        cases.append(f'<testcase classname="{classname}" name="{xml(printable(name), True)}" time="0">{inner}'
-                     "</testcase>")
+        cases.append(f'<testcase classname="{classname}" name="{xml(printable(name), True)}" '
+                     f'file="{xml(printable(file), True)}" time="0">{inner}</testcase>')
     return cases
 
 
