@@ -71,3 +71,108 @@ def test_plugins_of_the_command_line_that_exist_pass_every_route(tree, tmp_path)
     results = routes(tmp_path, tree, "/models/t/plugins/libplugin.so;")
     for route, result in results.items():
         assert result.returncode == 0 and plugin_codes(result) == set(), (route, result.stdout, result.stderr)
+
+
+# Every server flag customops reads, over one fixture: check --, launch --dry-run, env --fail-on and
+# profile create + check --profile decide the same (the error codes found, and the exit status), because one
+# function (customops.app.server_command) reads the command line for all of them.
+def flag_repositories(where: Path, tree: Path) -> tuple[Path, Path]:
+    """`first`: a TensorRT model with its plugin (t) and one without a config that auto-complete completes
+    from its model.plan (nocfg); `second`: a model whose backend no container has (broken)."""
+    first = repository(where, tree)
+    (first / "nocfg" / "1").mkdir(parents=True)
+    (first / "nocfg" / "1" / "model.plan").write_bytes(b"")
+    second = where / "more"
+    (second / "broken" / "1").mkdir(parents=True)
+    (second / "broken" / "config.pbtxt").write_text('backend: "nosuchbackend"\n')
+    return first, second
+
+
+FLAGS = {  # scenario: (the repositories given, the rest of the server's arguments)
+    "defaults": (1, []),
+    "disable-auto-complete-config": (1, ["--disable-auto-complete-config"]),
+    "strict-model-config": (1, ["--strict-model-config=true"]),
+    "backend-directory": (1, ["--backend-directory=/opt/tritonserver/nowhere"]),
+    "backend-config tensorrt plugins": (1, ["--backend-config=tensorrt,plugins=/models/t/plugins/libplugg.so"]),
+    "backend-config of another backend": (1, ["--backend-config=onnxruntime,default-max-batch-size=4"]),
+    "model-repository repeated": (2, []),
+    "model-control-mode explicit with load-model": (2, ["--model-control-mode=explicit", "--load-model=t"]),
+    "model-control-mode explicit without load-model": (2, ["--model-control-mode=explicit"]),
+}
+
+
+def error_codes(result: subprocess.CompletedProcess) -> list[str]:
+    """The error findings: the JSON report's, or the lines of the report launch and env print when they refuse."""
+    if result.stdout.startswith("{"):
+        return sorted(f["code"] for f in json.loads(result.stdout)["findings"] if f["severity"] == "error")
+    return sorted(line.split()[0] for line in result.stderr.splitlines()
+                  if line.startswith("CO") and line.split()[1:2] == ["error"])
+
+
+def flag_routes(where: Path, tree: Path, count: int, flags: list[str]) -> dict[str, subprocess.CompletedProcess]:
+    container = str(tree / "container")
+    repositories = flag_repositories(where, tree)[:count]
+    server = ["tritonserver", *(f"--model-repository={r}" for r in repositories), *flags]
+    in_container = ["/models"] if count == 1 else [f"/models/{r.name}" for r in repositories]
+    profile = customops("profile", "create", "--container-root", container, "-o", "profile.json", "--",
+                        *(f"--model-repository={r}" for r in in_container), *flags, cwd=where)
+    assert profile.returncode == 0, profile.stderr
+    return {
+        "check --": customops("check", "--format", "json", "--container-root", container, "--", *server, cwd=where),
+        "launch --dry-run": customops("launch", "--dry-run", "--container-root", container, "--", *server,
+                                      cwd=where),
+        "env --fail-on error": customops("env", "--fail-on", "error", "--container-root", container, "--", *server,
+                                         cwd=where),
+        "check --profile": customops("check", *map(str, repositories), "--format", "json", "--profile",
+                                     "profile.json", cwd=where),
+    }
+
+
+@pytest.mark.parametrize("scenario", list(FLAGS))
+def test_every_server_flag_customops_reads_gives_one_decision_on_every_route(tree, tmp_path, scenario):
+    count, flags = FLAGS[scenario]
+    results = flag_routes(tmp_path, tree, count, flags)
+    decided = {route: (r.returncode, error_codes(r)) for route, r in results.items()}
+    assert len(set(map(str, decided.values()))) == 1, (decided, {k: r.stderr[-800:] for k, r in results.items()})
+    status, codes = decided["check --"]
+    assert status in (0, 1) and (status == 1) == bool(codes), decided
+    passes = {"defaults", "backend-config of another backend", "model-control-mode explicit with load-model",
+              "model-control-mode explicit without load-model"}
+    assert (status == 0) == (scenario in passes), decided
+
+
+@pytest.mark.parametrize("command", [["check", "--format", "json"], ["launch", "--dry-run"],
+                                     ["env", "--fail-on", "error"]])
+def test_a_server_command_line_without_a_repository_is_refused_by_every_route(tree, tmp_path, command):
+    """The core refuses to start without --model-repository (core/src/server.cc): so do check, launch and env."""
+    result = customops(*command, "--container-root", str(tree / "container"), "--", "tritonserver", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.strip().endswith("--model-repository must be specified"), result.stderr
+
+
+@pytest.mark.parametrize("command", [["check"], ["launch", "--dry-run"], ["env"]])
+def test_a_server_command_line_that_lost_its_program_names_the_fix(tree, tmp_path, command):
+    """`launch -- --model-repository=R`: the first word is the program; an option there is a missing program,
+    never a program to exec."""
+    result = customops(*command, "--container-root", str(tree / "container"), "--", "--model-repository=models",
+                       cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    [line] = result.stderr.splitlines()
+    assert line.endswith("give the program first: -- tritonserver --model-repository=models ..."), line
+
+
+def test_a_server_command_line_without_the_separator_says_where_it_goes(tree, tmp_path):
+    """`check --container-root C tritonserver --model-repository=R`: `--` forgotten."""
+    repo = repository(tmp_path, tree)
+    result = customops("check", "--container-root", str(tree / "container"), "tritonserver",
+                       f"--model-repository={repo}", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    [line] = result.stderr.splitlines()
+    assert "the server's command line after --" in line and "-- tritonserver --model-repository=DIR" in line, line
+
+
+def test_a_profile_whose_recorded_command_line_the_server_refuses_is_refused_when_made(tree, tmp_path):
+    result = customops("profile", "create", "--container-root", str(tree / "container"), "-o", "p.json", "--",
+                       "--model-repository=/models", "--load-model=t", cwd=tmp_path)
+    assert result.returncode == 2 and "--model-control-mode=explicit" in result.stderr, result.stderr
+    assert not (tmp_path / "p.json").exists()

@@ -12,15 +12,18 @@ from customops.app.check import CheckResult, default_mounts, dependencies, run_c
 from customops.app.probing import probe_settings
 from customops.app.report_cache import effective_cache_dir
 from customops.app.request import CheckRequest
+from customops.app.server_command import ServerSettings, applied, settings
 from customops.app.shown import shown
 from customops.app.suppressions import with_options
 from customops.app.target import profile_for, read_container
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
+from customops.errors import CustomopsError, InputError
+from customops.triton.container import Container
 from customops.triton.manifest import find_manifest, load_manifest
 from customops.triton.mounts import parse_mount
 from customops.triton.repository import check_repository
-from customops.triton.serverargs import parse, tensorrt_plugins
+from customops.triton.serverargs import parse
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,11 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
         mounts = default_mounts(repositories, container, tuple(parse_mount(m) for m in request.mounts))
         probe = None if request.probe is None else probe_settings(container, request.probe.python,
                                                                     request.probe.onnxruntime, cache_dir)
-        plugins = request.server_plugins
-        if plugins is None:  # no server command line after --: the one the profile recorded, if any
-            plugins = tensorrt_plugins(parse(["tritonserver", *container.server_args]))
+        if request.server_plugins is None:  # no server command line after --: the one the profile recorded
+            request = applied(request, recorded_settings(container, profile), recorded=True)
         result = run_check(repositories, manifest, container, mounts, request.model_config_name,
                            set(request.models) if request.models is not None else None, reader, probe=probe,
-                           server_plugins=plugins,
+                           server_plugins=request.server_plugins or (),
                            auto_complete=request.auto_complete, model_namespacing=request.model_namespacing)
     result.notes[:0] = [*notes, *request.server_notes]
     result.manifest = manifest.path
@@ -66,3 +68,12 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
     exit_code = 1 if any(f.level >= fail_on for f in result.findings) else 0
     return CheckRun(result, fail_on, exit_code, [*dependencies(result), *([profile] if profile else [])],
                     time.monotonic() - started)
+
+
+def recorded_settings(container: Container, profile: str | None) -> ServerSettings:
+    """The settings of the server command line a profile recorded (`profile create -- ARGS`; none: the defaults),
+    read as launch reads the line it starts; one the server would refuse is bad input in the profile."""
+    try:
+        return settings(parse(["tritonserver", *container.server_args]))
+    except CustomopsError as exc:
+        raise InputError(profile or "the profile", f"its recorded server command line: {exc}") from None

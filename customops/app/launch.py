@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from customops.app.launch_cache import command_line
+from customops.app.server_command import host_repositories, settings
 from customops.app.shown import shown
-from customops.errors import CustomopsError, InputError, printable
+from customops.errors import CustomopsError, printable
 from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host
 from customops.triton.plan import Context, merge
-from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, tensorrt_plugins, unchecked, with_plugins
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, with_plugins
 
 if TYPE_CHECKING:  # the check's modules are heavy; what to start is assembled without them (environment_for)
     from customops.app.check import CheckResult
@@ -80,29 +81,20 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
 
     environ = dict(os.environ if environ is None else environ)
     args = parse(server_argv)
+    server = settings(args)
     root = os.path.abspath(container_root)
     mounts = mounts_for(args.local_repositories, root, mounts)
-    container = from_root(root, args.backend_directory or DEFAULT_BACKEND_DIRECTORY, reader)
+    container = from_root(root, server.backend_directory, reader)
     manifest = _manifest(args.local_repositories, root, manifest_path, mounts)
     notes: list[str] = [f"using the manifest {shown(manifest.path)}"] if manifest.path else []
-    notes += unchecked(args)
-    if args.control_mode == "explicit" and not args.load_models:
-        notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
-    only = args.models_to_check
+    notes += server.notes
     check = None
     if run_the_check:
-        host_repositories = []
-        for repository in args.local_repositories:
-            host = resolve_host(root, repository, mounts)
-            if host is None:  # resolved as tritonserver would: a symlink out of the root never reaches this machine
-                raise InputError(repository, "model repository does not exist in the container" + (
-                    "" if root == "/" else " nor as a directory of this machine (to mount at /models)"))
-            host_repositories.append(host)
-        check = run_check(host_repositories, manifest, container, mounts, args.model_config_name,
-                          only if only is not None else None, extra_preload=environ.get("LD_PRELOAD"),
-                          server_plugins=tensorrt_plugins(args), probe=probe(container) if probe else None,
-                          reader=reader, auto_complete=args.auto_complete,
-                          model_namespacing=args.model_namespacing)
+        check = run_check(list(host_repositories(args, root, mounts)), manifest, container, mounts,
+                          server.model_config_name, set(server.models) if server.models is not None else None,
+                          extra_preload=environ.get("LD_PRELOAD"), server_plugins=server.plugins,
+                          probe=probe(container) if probe else None, reader=reader,
+                          auto_complete=server.auto_complete, model_namespacing=server.model_namespacing)
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
     threshold = fail_on if fail_on is not None else manifest.fail_on
     blocking = [f for f in check.findings if f.level >= threshold] if check else []

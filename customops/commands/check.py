@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "sarif", "junit", "github", "gitlab")
 SCANNING_FORMATS = ("sarif", "junit", "github", "gitlab")  # paths relative to the checkout (json's: the repository)
 REPORT_FILES = {"sarif": "SARIF", "junit": "JUnit XML", "gitlab": "GitLab Code Quality"}  # --sarif FILE, ...
+SERVER_PROGRAM = "tritonserver"
 ON_EXIT_2 = {"sarif": "not written when the run ends with exit 2, so that no upload closes open alerts"}
 
 
@@ -233,6 +234,7 @@ def check_request(args: argparse.Namespace) -> CheckRequest:
     from customops.selection import parse_selectors
 
     named = [*args.repositories, *args.more_repositories]
+    _no_server_among(args.repositories)
     if not named and getattr(args, "server", None) is None:
         from customops.triton.discovery import find_model_repositories
 
@@ -251,14 +253,25 @@ def check_request(args: argparse.Namespace) -> CheckRequest:
     return request if server is None else with_server_command(request, args, server)
 
 
+def _no_server_among(repositories: list[str]) -> None:
+    """`check --container-root C tritonserver --model-repository=R` (the `--` forgotten): the server's program is
+    no model repository; say where its command line goes rather than that ./tritonserver does not exist."""
+    for repository in repositories:
+        if os.path.basename(repository.rstrip("/")) == SERVER_PROGRAM and not os.path.isdir(repository):
+            raise CustomopsError(f"{printable(repository)} is the server, not a model repository: give the server's "
+                                 f"command line after --: customops check [OPTIONS] -- {SERVER_PROGRAM} "
+                                 "--model-repository=DIR ...")
+
+
 def with_server_command(request: CheckRequest, args: argparse.Namespace, server: list[str]) -> CheckRequest:
-    """`check -- tritonserver ARGS`: the repositories, backend directory, config name, models to load and
-    auto-complete setting read from the server's own command line, by the parser launch uses; ValueError when
-    check's own options say the same thing too."""
+    """`check -- tritonserver ARGS`: the repositories, backend directory, config name, models to load, auto-complete
+    setting and TensorRT plugins read from the server's own command line, as launch reads them
+    (customops.app.server_command); ValueError when check's own options say the same thing too."""
     from dataclasses import replace
 
-    from customops.triton.mounts import parse_mount, resolve_host
-    from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse, tensorrt_plugins, unchecked
+    from customops.app.server_command import applied, host_repositories, settings
+    from customops.triton.mounts import parse_mount
+    from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse
 
     given = [f for f, v in (("MODEL_REPOSITORY", request.repositories), ("--model-config-name",
              args.model_config_name), ("--load-model", args.load_model),
@@ -267,22 +280,8 @@ def with_server_command(request: CheckRequest, args: argparse.Namespace, server:
         raise ValueError(f"{given[0]} is read from the tritonserver command line after --; give it there only")
     sa = parse(server if server else ["tritonserver"])
     root = os.path.abspath(args.container_root) if args.container_root else None
-    mounts = tuple(parse_mount(m) for m in args.mount)
-    repositories = []
-    for repository in sa.local_repositories:
-        host = resolve_host(root, repository, mounts) if root else repository
-        if host is None:
-            raise CustomopsError(f"{printable(repository)}: model repository does not exist in the container "
-                                 "nor as a directory of this machine")
-        repositories.append(os.path.abspath(host))
-    if not repositories and not sa.cloud_repositories:
-        raise CustomopsError("no model repository given (tritonserver needs --model-repository)")
-    container = replace(request.container, backend_directory=sa.backend_directory or DEFAULT_BACKEND_DIRECTORY)
-    only = sa.models_to_check
-    return replace(request, repositories=tuple(repositories), container=container,
-                   model_config_name=sa.model_config_name, models=frozenset(only) if only is not None else None,
-                   auto_complete=sa.auto_complete, model_namespacing=sa.model_namespacing,
-                   server_notes=tuple(unchecked(sa)), server_plugins=tensorrt_plugins(sa))
+    repositories = host_repositories(sa, root, tuple(parse_mount(m) for m in args.mount))
+    return replace(applied(request, settings(sa)), repositories=repositories)
 
 
 def render(report_format: str, checked: CheckRun, base: str, statistics: bool = False) -> str:

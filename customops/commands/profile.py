@@ -15,15 +15,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     create = actions.add_parser("create", help="write a profile of the container (default: this machine)")
     create.add_argument("--container-root", default="/", metavar="DIR",
                         help="the container's unpacked filesystem (default: /, when run inside the image)")
-    create.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
-                        help="the server's --backend-directory, inside the container (default: %(default)s)")
+    create.add_argument("--backend-directory", metavar="DIR",
+                        help="the server's --backend-directory, inside the container (default: the one the recorded "
+                             "server arguments give, else /opt/tritonserver/backends)")
     create.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the profile to write (commit it as customops-profile.json next to the repository)")
     create.add_argument("--image", metavar="REFERENCE",
                         help="the image the container is, as you pull it (nvcr.io/nvidia/tritonserver:24.12-py3): "
                              "recorded, and named by every check against the profile")
     create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
-                        help="the server's arguments, recorded for later checks")
+                        help="the server's arguments, recorded: a check against the profile reads its backend "
+                             "directory, config name, models to load, auto-complete setting and TensorRT plugins "
+                             "from them, as launch reads the line it starts")
     create.set_defaults(run=run)
     p.set_defaults(cache_dir=None)
 
@@ -35,11 +38,27 @@ def run(args: argparse.Namespace) -> int:
 
     if args.image is not None and not args.image.isprintable():
         raise CustomopsError(f"--image {printable(args.image)}: contains a control character")
+    backend_directory = _backend_directory(args)
     with progress.shown(f"profiling {args.container_root}"):
         progress.stage("reading its facts")
-        container = from_root(args.container_root, args.backend_directory, ElfReader(Path(args.cache_dir)
+        container = from_root(args.container_root, backend_directory, ElfReader(Path(args.cache_dir)
                                                                                      if args.cache_dir else None))
         progress.stage("recording its libraries")
         write_profile(container, args.output, tuple(args.server_args), args.image)
     print(f"wrote {args.output}")
     return 0
+
+
+def _backend_directory(args: argparse.Namespace) -> str:
+    """The backend directory the profile describes: the recorded server arguments' (read as a check against the
+    profile reads them: a line the server would refuse is refused now, not at that check), or
+    --backend-directory; both, if they differ, is a mistake."""
+    from customops.app.server_command import settings
+    from customops.triton.serverargs import parse
+
+    recorded = parse(["tritonserver", *args.server_args])
+    given = args.backend_directory
+    if given is not None and recorded.backend_directory not in (None, given):
+        raise CustomopsError(f"--backend-directory {printable(given)} differs from the recorded server arguments' "
+                             f"{printable(recorded.backend_directory or '')}: give it once")
+    return given or settings(recorded).backend_directory

@@ -98,6 +98,9 @@ def option_named(name: str) -> ServerOption | None:
 def parse(argv: list[str]) -> ServerArgs:
     if not argv:
         raise CustomopsError("no server command given (customops launch -- tritonserver ...)")
+    if argv[0].startswith("-") and argv[0] != "-":  # `launch -- --model-repository=R`: the program is missing
+        raise CustomopsError(f"the server's command line starts with the option {printable(argv[0])}: give the "
+                             f"program first: -- tritonserver {printable(argv[0])} ...")
     options: dict[str, list[str]] = {}
     settings: list[BackendSetting] = []
     unknown: list[str] = []
@@ -199,6 +202,8 @@ def unchecked(args: ServerArgs) -> list[str]:
     notes = [f"not checked: the models of {r} (cloud storage, which customops does not read); the preloads, "
              "backends and container still are. To check those models, download a copy and pass it: customops "
              "check ./copy" for r in args.cloud_repositories]
+    if args.control_mode == "explicit" and not args.load_models:
+        notes.append("--model-control-mode=explicit without --load-model: no model loads at startup")
     return notes + [f"{u}: not an option of the tritonserver customops knows (a newer server's?); passed on, "
                     "unchecked" for u in args.unknown]
 
