@@ -13,8 +13,10 @@ with open("/proc/self/maps") as maps:
     loaded = sorted({line.split()[-1] for line in maps if ".so" in line.rsplit("/", 1)[-1]})
 record = {"argv": sys.argv[1:], "pid": os.getpid(), "loaded": loaded,
           "env": {k: os.environ.get(k) for k in ("LD_PRELOAD", "LD_LIBRARY_PATH")}}
-with open(os.environ["FAKE_SERVER_RECORD"], "w") as f:
+partial = os.environ["FAKE_SERVER_RECORD"] + ".partial"  # renamed into place: a reader never sees half of it
+with open(partial, "w") as f:
     json.dump(record, f)
+os.replace(partial, os.environ["FAKE_SERVER_RECORD"])
 if os.environ.get("FAKE_SERVER_WAIT"):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     while True:
