@@ -65,12 +65,47 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         super().error(printable(message))
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.unrecognized(extras)
+        return namespace
+
+    def unrecognized(self, extras: list[str]) -> NoReturn:
+        """`unrecognized arguments: --container-rot (did you mean --container-root?)`, before the usage (as ruff
+        and git put it: the line that says what is wrong is the one read first)."""
+        hints = [(word, close) for word in extras if (close := self.closest_option(word))]
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        if len(hints) == 1:
+            message += f" (did you mean {hints[0][1]}?)"
+        elif hints:
+            message += " (did you mean " + ", ".join(f"{close} for {word}" for word, close in hints) + "?)"
+        self.exit(2, f"{self.prog}: error: {printable(message)}\n{self.format_usage()}")
+
+    def closest_option(self, word: str) -> str | None:
+        """The option a mistyped `word` (`--container-rot`, `--container_root=DIR`, an abbreviation such as
+        `--contianer`) most likely meant, or None (argparse of Python 3.14 has suggest_on_error; 3.10 does not)."""
+        import difflib
+
+        name = word.split("=", 1)[0]
+        options = sorted(o for o in self._option_string_actions if o.startswith("--") and o != "--help")
+        if not name.startswith("-") or name.strip("-") == "" or not options:
+            return None
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
+        if close:
+            return close[0]
+        scored = sorted((difflib.SequenceMatcher(None, name, o[:len(name)]).ratio(), o) for o in options
+                        if len(o) > len(name) >= 5)  # an abbreviation: the options' beginnings of its length
+        if scored and scored[-1][0] >= 0.8 and (len(scored) == 1 or scored[-2][0] < scored[-1][0]):
+            return scored[-1][1]
+        return None
+
 
 class SubcommandParser(Parser):
-    """A subcommand's parser: an argument it does not know is its own usage error (`usage: customops check
-    ...`, exit 2), as ruff and docker report it, not the top-level usage that argparse shows once the
-    unknown argument has travelled back up to `customops`; `--version` works after the subcommand too
-    (`customops check --version`, as `ruff check --version`)."""
+    """A subcommand's parser: an argument it does not know is its own usage error (`customops check: error:
+    unrecognized arguments: ...`, then its usage, exit 2), as ruff and docker report it, not the top-level usage
+    that argparse shows once the unknown argument has travelled back up to `customops`; `--version` works after
+    the subcommand too (`customops check --version`, as `ruff check --version`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,7 +115,7 @@ class SubcommandParser(Parser):
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            self.unrecognized(extras)
         return namespace, extras
 
 

@@ -23,6 +23,17 @@ class Suppression:
 
 
 @dataclass(frozen=True)
+class Related:
+    """Another library a finding is about (the other one of a collision) and, once located
+    (customops.app.text_locations), the line of the text that makes Triton load it."""
+
+    library: str  # as the server opens it (a container path)
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     message: str
@@ -40,6 +51,7 @@ class Finding:
     suppression: Suppression | None = None  # set on a suppressed finding (customops.app.suppressions)
     assumes: str | None = None  # found only by modelling a fix of what stops the server (customops.app.as_if_fixed)
     artifact: str | None = None  # the library file it is about, when `file` is the text naming it (text_locations)
+    related: tuple[Related, ...] = ()  # the other libraries of a collision, each where the text naming it is
 
     @property
     def stated(self) -> str:

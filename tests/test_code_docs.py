@@ -37,7 +37,7 @@ def test_sarif_rules_point_at_the_code_pages():
     from customops.report.check import to_sarif
 
     result = SimpleNamespace(findings=[Finding("CO304", "m"), Finding("CO104", "n")], suppressed=[], models=[],
-                             manifest=None, profile=None)
+                             manifest=None, profile=None, loading_checked=True)
     rules = json.loads(to_sarif(result, None))["runs"][0]["tool"]["driver"]["rules"]
     assert [(r["id"], r["helpUri"]) for r in rules] == [("CO104", docs_url("CO104")), ("CO304", docs_url("CO304"))]
     assert docs_url("CO304").endswith("/docs/codes/CO304.md")

@@ -41,6 +41,12 @@ class CheckResult:
     profile: str | None = None  # the container profile checked against (absolute), if any
     probes: tuple[ProbedGroup, ...] = ()  # what --probe loaded, group by group (the JSON report lists it)
 
+    @property
+    def loading_checked(self) -> bool:
+        """Whether the server's loads were modelled: without (a release's facts, a root with no program to
+        model the server with) only the configs were checked, and every report says so."""
+        return self.prediction is not None
+
 
 def dependencies(result: CheckResult) -> list[str]:
     """The container files and directories a check's answer depends on, for caching it: every object
@@ -76,7 +82,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     progress.stage("reading the model repositories")
     release = rules_for(container.facts.triton_version)  # the repository rules of the container's release
     models = [m for repo in repositories for m in read_repository(repo, config_name, None, auto_complete, release)]
-    asked = only_models
+    asked, every_name = only_models, [m.name for m in models]
     if only_models is not None:  # explicit mode: what --load-model names, and the models its ensembles step through
         loaded = model_set.loaded_with(models, only_models)
         models = [m for m in models if m.name in loaded]
@@ -93,14 +99,16 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         if executable is None:
             executable = next((h for h in STAND_IN_HOSTS if target.host_path(h)), None)
             notes.append(f"no {SERVER} in the target: the global scope is modelled with {executable} as the host "
-                         "program")
+                         "program" if executable else f"not checked: loading and symbol resolution (the target has "
+                         f"no {SERVER} and no program to stand in for it: {', '.join(STAND_IN_HOSTS)}), so the "
+                         "server's loads are not modelled")
         if executable is not None:
             progress.stage("modelling the server's loads")
             runs = modelled_runs(plan, executable, ctx, target, reader, extra_preload)
             prediction, step_outcomes = runs[0].prediction, runs[0].outcomes
             rules = rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
             findings += _every_problem(rules, runs)
-        notes += [f"assumed: {a}" for a in target.assumptions]
+            notes += [f"assumed: {a}" for a in target.assumptions]  # of the linker's model
     else:
         notes += [f"not checked: {m}" for m in container.facts.missing]
         rules = rule_context.build(plan, ctx, reader, models)
@@ -109,8 +117,9 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     if probe is not None:
         base = rules or rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
         findings, probed_groups = _probed(base, probe, findings, notes)
-    findings += _served_together(models, findings, asked, model_namespacing)
-    findings = with_text_locations(_located_in_checkout(findings, models, repositories), models, manifest.path)
+    findings += _served_together(models, findings, asked, model_namespacing, every_name)
+    findings = with_text_locations(_located_in_checkout(findings, models, repositories), models, manifest.path,
+                                   (*plan.preloads, *plan.dlopens))
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
                                     source=container.facts.source, probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
@@ -147,17 +156,18 @@ def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]
 
 
 def _served_together(models: list[Model], findings: list[Finding], asked: set[str] | None,
-                     namespacing: bool) -> list[Finding]:
+                     namespacing: bool, every_name: list[str]) -> list[Finding]:
     """CO108-CO110: models asked for that no repository has, names in several repositories, and ensembles whose
-    step models fail (known only once every model's own findings are)."""
+    step models fail (known only once every model's own findings are); `every_name`: the repositories' models,
+    explicit mode's unchecked ones too (a misspelt step's did-you-mean)."""
     failing: dict[str, str] = {}
     for f in findings:
         if f.model and f.level >= Severity.ERROR and f.code[:3] in ("CO1", "CO2", "CO3"):
             failing.setdefault(f.model, f.message)
-    missing = model_set.not_in_any_repository(asked, models) if asked is not None else []
+    missing = model_set.not_in_any_repository(asked, models, every_name) if asked is not None else []
     duplicated = model_set.not_unique(models, namespacing)
     failing.update({f.model: f.message for f in duplicated if f.model})
-    return missing + duplicated + model_set.ensemble_findings(models, failing)
+    return missing + duplicated + model_set.ensemble_findings(models, failing, every_name)
 
 
 def _identity(f: Finding) -> tuple:

@@ -15,7 +15,7 @@ from customops.app.request import CheckRequest
 from customops.app.server_command import ServerSettings, applied, settings
 from customops.app.shown import shown
 from customops.app.suppressions import with_options
-from customops.app.target import profile_for, read_container
+from customops.app.target import profile_for, read_container, root_warnings
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
 from customops.errors import CustomopsError, InputError
@@ -45,7 +45,7 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
     manifest = with_options(load_manifest(request.manifest or find_manifest(repositories)), request.select,
                             request.ignore)
     profile, profile_notes = profile_for(request.container, manifest, repositories)
-    notes = [*(notes or []), *profile_notes]
+    notes = [*(notes or []), *root_warnings(request.container), *profile_notes]
     if manifest.path:
         notes.append(f"using the manifest {shown(manifest.path)}")
     cache_dir = effective_cache_dir(request)

@@ -41,6 +41,17 @@ class ContainerChoice:
         return not self.named and not os.path.isdir(TRITON_HOME)
 
 
+def root_warnings(choice: ContainerChoice) -> list[str]:
+    """A --container-root directory without opt/tritonserver is most likely the wrong one (the directory above the
+    unpacked root, an empty one): said before the findings it causes (every backend missing, no loads modelled).
+    Not of `/`: this machine, named as such."""
+    home = TRITON_HOME.lstrip("/")
+    root = choice.root
+    if root and os.path.abspath(root) != "/" and os.path.isdir(root) and not os.path.lexists(os.path.join(root, home)):
+        return [f"--container-root {shown(root)} has no {home}: is it the container's unpacked root?"]
+    return []
+
+
 def profile_for(choice: ContainerChoice, manifest: Manifest, repositories: list[str]) -> tuple[str | None, list[str]]:
     """The profile the check reads (the one named, else the one beside the repository when discovering), and
     the note that says so."""

@@ -172,6 +172,7 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
             for f, _ in wanted]
     hits = [hit for k in keys if k is not None and (hit := report_cache.cached_report(k)) is not None]
     if len(hits) == len(wanted):
+        _warn(request)
         for (_, output), hit in zip(wanted, hits, strict=True):
             emit(hit["report"], output)
         _log_summary(wanted, hits[0]["summary"])
@@ -180,6 +181,7 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
     from customops.report.check import summary_line
 
     checked = check_repositories(request, notes)
+    _warn(request)
     summary = summary_line(checked.result, checked.fail_on, checked.exit_code)
     for (report_format, output), key in zip(wanted, keys, strict=True):
         if report_format == "text":
@@ -191,6 +193,15 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
             report_cache.store_report(key, text, checked.exit_code, checked.dependencies, summary)
     _log_summary(wanted, summary)
     return _exit_status(args, checked.exit_code)
+
+
+def _warn(request: CheckRequest) -> None:
+    """A warning on the container (--container-root that is not a container's root), on standard error before
+    the report whose findings it explains; the report's notes say it too."""
+    from customops.app.target import root_warnings
+
+    for warning in root_warnings(request.container):
+        sys.stderr.write(f"customops: warning: {printable(warning)}\n")
 
 
 def _exit_status(args: argparse.Namespace, verdict: int) -> int:
@@ -221,8 +232,12 @@ def _inside(path: str, directory: str) -> bool:
 
 def _log_summary(wanted: list[tuple[str, str | None]], summary: str) -> None:
     """When every report went to a file, the summary line on standard error: a CI log that says what the run
-    found."""
-    if all(output for _, output in wanted):
+    found; so too for a run that checked the configs only, unless the text report is on standard output (a
+    GitLab report, a bare array of issues, has no place to say so)."""
+    from customops.report.summary import limited
+
+    printed = [report_format for report_format, output in wanted if not output]
+    if not printed or (limited(summary) and "text" not in printed):
         sys.stderr.write(f"customops: {summary}\n")
 
 

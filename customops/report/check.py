@@ -1,4 +1,5 @@
-"""Render a CheckResult: text (rich), json, sarif, junit, github. Reports only render.
+"""Render a CheckResult: json, sarif, github, gitlab (text: customops.report.text, junit: customops.report.junit).
+Reports only render.
 
 Everything a report shows from the repository is untrusted (see customops.report.escape): JSON and SARIF
 carry names exactly, except that a byte that is not UTF-8 becomes the text `\\xNN`, and SARIF's URIs
@@ -11,31 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import defaultdict
 
 from customops import PROJECT_URL, __version__, schemas
 from customops.cachedir import key_bytes
 from customops.codes import CODES, Severity, doc_page, docs_url
 from customops.findings import Finding, model_of
 from customops.probe.groups import ProbedGroup
-from customops.report.escape import console as new_console
-from customops.report.escape import dumps, github_data, github_property, markup, printable, xml
-from customops.report.wrap import heading, wrap
+from customops.report import related
+from customops.report.escape import dumps, github_data, github_property, printable, xml
+from customops.report.summary import CONFIGS_ONLY, NOT_MODELLED, counts, relative, scope, summary_line  # noqa: F401
+from customops.report.text import _statistics, render_text  # noqa: F401 (render_text: imported from here)
 
 CHECK_SCHEMA = schemas.CHECK
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
-
-
-def counts(findings: list[Finding]) -> dict[str, int]:
-    return {str(s): sum(1 for f in findings if f.level == s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
-
-
-def relative(path: str | None, base: str | None) -> str | None:
-    """Paths inside the repository are reported relative to it, so that code-scanning annotations land."""
-    if path is None or base is None:
-        return path
-    path, base = os.path.abspath(path), os.path.abspath(base)
-    return os.path.relpath(path, base) if path.startswith(base.rstrip("/") + "/") else path
 
 
 def _in_checkout(path: str | None, base: str | None) -> str | None:
@@ -78,7 +67,7 @@ def finding_record(f: Finding, base: str | None) -> dict:
     return {"code": f.code, "severity": str(f.level), "message": f.message, "model": f.model, "library": f.library,
             "symbol": f.symbol, "version": f.version, "file": relative(f.file, base), "line": f.line,
             "column": f.column, "predicted": f.predicted, "evidence": list(f.evidence), "hint": f.hint,
-            "assumes": f.assumes, "artifact": relative(f.artifact, base)}
+            "assumes": f.assumes, "artifact": relative(f.artifact, base), "related": related.records(f, base)}
 
 
 def to_json(result, fail_on: Severity, exit_code: int, base: str | None, statistics: bool = False) -> str:
@@ -91,7 +80,7 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None, statist
         "customops": __version__,
         "ok": exit_code == 0,
         "summary": {**counts(result.findings), "suppressed": len(result.suppressed), "fail_on": str(fail_on),
-                    "exit_code": exit_code, "models": len(result.models)},
+                    "exit_code": exit_code, "models": len(result.models), "scope": scope(result)},
         "manifest": relative(result.manifest, base),
         "profile": relative(result.profile, base),
         "container": {"source": facts.source, "root": result.container.target.root if result.container.target else None,
@@ -163,9 +152,20 @@ def to_sarif(result, base: str | None) -> str:
         "runs": [{"tool": {"driver": {"name": "customops", "version": __version__, "semanticVersion": __version__,
                                       "rules": rules, "informationUri": PROJECT_URL}},
                   "originalUriBaseIds": {"%SRCROOT%": {"uri": _uri(base)}} if base else {},
-                  "results": results}],
+                  **_sarif_scope(result), "results": results}],
     }
     return dumps(sarif, indent=2)
+
+
+def _sarif_scope(result) -> dict:
+    """What the run checked, in the run's `properties` (`scope`: full | configs only), and where it checked the
+    configs only also as a notification of its invocation (GitHub reads neither: the job log's summary line
+    says it there)."""
+    run: dict = {"properties": {"scope": scope(result)}}
+    if scope(result) != "full":
+        run["invocations"] = [{"executionSuccessful": True, "toolExecutionNotifications": [
+            {"level": "warning", "message": {"text": f"{CONFIGS_ONLY}: {NOT_MODELLED}"}}]}]
+    return run
 
 
 def _sarif_result(f: Finding, used: list[str], result, base: str | None) -> dict:
@@ -175,9 +175,11 @@ def _sarif_result(f: Finding, used: list[str], result, base: str | None) -> dict
     region = {"startLine": line, **({"startColumn": column} if column else {})}
     entry["locations"] = [{"physicalLocation": {"artifactLocation": _artifact(path), "region": region}}]
     artifact = _in_checkout(f.artifact, base)  # one outside the checkout is no file code scanning can show
-    if artifact:  # the library itself, where the location is the text that makes Triton load it
-        entry["relatedLocations"] = [{"id": 1, "physicalLocation": {"artifactLocation": _artifact(artifact)},
-                                      "message": {"text": "the library"}}]
+    others = [{"id": 1, "physicalLocation": {"artifactLocation": _artifact(artifact)},
+               "message": {"text": "the library"}}] if artifact else []  # where `locations` is the text naming it
+    others += related.sarif_locations(f, base, _artifact, len(others) + 1)  # a collision's other libraries
+    if others:
+        entry["relatedLocations"] = others
     entry["partialFingerprints"] = {"customops/v1": _fingerprint(f, base)}
     if f.suppression is not None:
         kind = "inSource" if f.suppression.source == "config" else "external"
@@ -205,7 +207,8 @@ GITLAB_SEVERITY = {Severity.ERROR: "critical", Severity.WARNING: "minor", Severi
 def to_gitlab(result, base: str | None) -> str:
     """GitLab Code Quality (a JSON array of issues, each with a description, check_name, fingerprint, severity
     and location: a path relative to the checkout and a line, as `location` places it)."""
-    issues = [{"description": f.stated + (f" | predicted: {f.predicted}" if f.predicted else ""),
+    issues = [{"description": f.stated + related.sentence(f, base)
+               + (f" | predicted: {f.predicted}" if f.predicted else ""),
                "check_name": f.code, "fingerprint": _fingerprint(f, base), "severity": GITLAB_SEVERITY[f.level],
                "location": {"path": path, "lines": {"begin": line}}}
               for f in result.findings for path, line, _ in [location(f, result, base)]]
@@ -247,173 +250,13 @@ def _uri(base: str) -> str:
 def to_github(result, base: str | None) -> str:
     """One workflow command per line: GitHub ends a command at a line break, its properties at `,` and
     `::`, so values are escaped by its rules (github_property, github_data)."""
-    lines = []
+    lines = [] if scope(result) == "full" else [f"::notice title=customops::{CONFIGS_ONLY}: {NOT_MODELLED}"]
     level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
     for f in result.findings:
-        props = [f"title={github_property(f.code)}"]
-        path = relative(f.file, base)
-        if path:
-            props.insert(0, f"file={github_property(path)}")
-            if f.line:
-                props[1:1] = [f"line={f.line}", *([f"col={f.column}"] if f.column else [])]
-        message = github_data(f.stated + (f" | predicted: {f.predicted}" if f.predicted else ""))
+        path, line, column = location(f, result, base)  # a file of the checkout, as SARIF's
+        props = [f"file={github_property(path)}", f"line={line}", *([f"col={column}"] if column else [])]
+        props = [*(props if path != "." else []), f"title={github_property(f.code)}"]
+        message = github_data(f.stated + related.sentence(f, base)
+                              + (f" | predicted: {f.predicted}" if f.predicted else ""))
         lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
     return "\n".join(lines) + ("\n" if lines else "")
-EVIDENCE_SHOWN = 12  # evidence lines of a finding shown without --verbose
-
-
-def render_text(result, fail_on: Severity, exit_code: int, base: str | None, console=None,
-                verbosity: int = 0, statistics: bool = False) -> None:
-    """The report for people. `verbosity` -1 (--quiet): the findings and the summary line only; 0: also a
-    header, a rule per model, the models without findings and the notes; 1 (--verbose): also the container's
-    facts, every evidence line, the suppressed findings and what was checked of each model without findings.
-    `statistics` (--statistics, as ruff's): one line per code (count, code, severity, title), then the summary
-    line, and nothing else."""
-    console = console or new_console()
-    style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
-    if statistics:
-        for count, code, level in _statistics(result.findings):
-            console.print(f"{count:>5}  [{style[level]}]{code} {level!s:<7}[/] {markup(CODES[code].title)}")
-        _summary(console, result, fail_on, exit_code)
-        return
-    facts = result.container.facts
-    source = _container_name(result, base)
-    if verbosity >= 0:
-        _print(console, "[bold]customops check[/]: ", 17, f"{len(result.models)} model(s) against {source}"
-               + (f" (Triton {facts.triton_version})" if facts.triton_version else ""), 4)
-    if verbosity > 0:
-        for line in _facts(facts):
-            console.print(f"[dim]container: {markup(line)}[/]")
-    by_model: dict[str, list[Finding]] = defaultdict(list)
-    for f in result.findings:
-        by_model[f.model or "(server)"].append(f)
-    for model in sorted(by_model, key=lambda m: (-max(int(f.level) for f in by_model[m]), m)):
-        if verbosity >= 0:
-            heading(console, f"[bold]{markup(model)}")
-        for f in by_model[model]:
-            _finding(console, f, base, style, verbosity)
-    untouched = [m for m in result.models if not any(_concerns(f, m) for f in result.findings)]
-    if untouched and verbosity == 0:
-        _print(console, "[green]no findings:[/] ", 13, ", ".join(m.name for m in untouched), 4)
-    elif untouched and verbosity > 0:
-        loads: dict[str, int] = defaultdict(int)
-        for step in result.plan.dlopens:
-            if step.model:
-                loads[step.model] += 1
-        for m in untouched:
-            what = [f"backend {m.backend or '?'}", *([f"platform {m.platform}"] if m.platform else []),
-                    f"version(s) {', '.join(map(str, m.versions)) or 'none'}",
-                    f"{len(m.op_libraries)} op librar{'y' if len(m.op_libraries) == 1 else 'ies'}",
-                    f"{loads[m.name]} load(s) predicted"]
-            _print(console, "[green]no findings:[/] ", 13, f"{m.name} ({'; '.join(what)})", 4)
-    if verbosity > 0:
-        for f in result.suppressed:
-            where = relative(f.file, base)
-            _print(console, "", 0, f"suppressed: {f.code} {f.level!s} {f.model or '(server)'}: "
-                   f"{f'{where}: ' if where else ''}{f.message}", 4, "dim")
-            if f.suppression is not None:
-                by = relative(f.suppression.file, base) or "?"
-                by += f":{f.suppression.line}" if f.suppression.line else ""
-                reason = f": {f.suppression.reason}" if f.suppression.reason else " (no reason given)"
-                _print(console, "    ", 4, f"by {by}{reason}", 8, "dim")
-    if verbosity >= 0:
-        for note in result.notes:
-            _print(console, "", 0, f"note: {note}", 6, "dim")
-    _summary(console, result, fail_on, exit_code)
-
-
-def _container_name(result, base: str | None) -> str:
-    """What the check ran against, as the user knows it: a profile by its file and the image it was made from
-    (its skeleton's directory in customops' cache means nothing to anyone), a root by its path."""
-    container = result.container
-    if result.profile:
-        image = f" of {container.image}" if container.image else ""
-        return f"the profile {relative(result.profile, base)}{image}"
-    return container.target.root if container.target else container.facts.source
-
-
-def _concerns(f: Finding, model) -> bool:
-    """A finding is about a model when it names it, or when its file or library file lies in the model's
-    directory (a server finding about a preload the model ships, such as a CO401 on its op library)."""
-    if f.model == model.name:
-        return True
-    root = os.path.abspath(model.path).rstrip("/") + "/"
-    return any(path and os.path.abspath(path).startswith(root) for path in (f.file, f.artifact))
-
-
-def summary_line(result, fail_on: Severity, exit_code: int) -> str:
-    """The text report's last line, also written to standard error when every report went to a file, so that
-    a CI log says what the run found."""
-    c = counts(result.findings)
-    return (f"{'FAIL' if exit_code else 'OK'} {c['error']} error(s), {c['warning']} warning(s), {c['info']} info; "
-            f"{len(result.suppressed)} suppressed; failing at {fail_on} and above")
-
-
-def _summary(console, result, fail_on: Severity, exit_code: int) -> None:
-    verdict, rest = summary_line(result, fail_on, exit_code).split(" ", 1)
-    console.print(f"[bold {'red' if exit_code else 'green'}]{verdict}[/] {markup(rest)}")
-
-
-def _finding(console, f: Finding, base: str | None, style: dict, verbosity: int) -> None:
-    where = relative(f.file, base)
-    location = ":".join(str(p) for p in (where, f.line, f.column) if p) + ": " if where else ""
-    if where and not f.line:
-        location = f"{where}: "
-    _print(console, f"[{style[f.level]}]{f.code} {f.level!s:<7}[/] ", 14, location + f.message, 14)
-    if f.assumes:
-        _print(console, "    [dim]found assuming:[/] ", 20, f.assumes, 8)
-    if f.predicted:
-        _print(console, "    [dim]runtime:[/] ", 13, f.predicted, 8)
-    shown = f.evidence if verbosity > 0 else f.evidence[:EVIDENCE_SHOWN]
-    for line in shown:
-        _print(console, "    ", 4, line, 8, "dim")
-    if len(shown) < len(f.evidence):
-        _print(console, "    ", 4, f"... {len(f.evidence) - len(shown)} more evidence line(s) (--verbose shows them)",
-               8, "dim")
-    _print(console, "    [dim]fix:[/] ", 9, f.hint, 8)
-
-
-def _on_terminal(console) -> bool:
-    """Whether the report goes to a real terminal (--color always styles a pipe, but does not wrap it)."""
-    try:
-        return bool(console.file.isatty())
-    except (AttributeError, OSError, ValueError):
-        return False
-
-
-def _print(console, lead: str, lead_width: int, text: str, indent: int, style: str = "") -> None:
-    """`lead` (markup taking `lead_width` columns), then `text`: on a terminal, wrapped to its width with a
-    hanging indent of `indent` columns (customops.report.wrap); to a pipe or a file on one line."""
-    lines = wrap(text, console.width, lead_width, indent) if _on_terminal(console) else [text]
-    start, end = (f"[{style}]", "[/]") if style else ("", "")
-    console.print(f"{lead}{start}{markup(lines[0])}{end}")
-    for line in lines[1:]:
-        console.print(f"{start}{markup(line)}{end}")
-
-
-def _statistics(findings: list[Finding]) -> list[tuple[int, str, Severity]]:
-    """(count, code, severity) per code, the most frequent first, as `ruff --statistics` orders them."""
-    tally: dict[str, int] = defaultdict(int)
-    level: dict[str, Severity] = {}
-    for f in findings:
-        tally[f.code] += 1
-        level[f.code] = max(level.get(f.code, f.level), f.level)
-    return sorted(((n, code, level[code]) for code, n in tally.items()), key=lambda t: (-t[0], t[1]))
-
-
-def _facts(facts) -> list[str]:
-    """The container facts the check used, one line each (--verbose)."""
-    lines = [f"source {facts.source}"]
-    if facts.backends:
-        lines.append("backends " + ", ".join(facts.backends))
-    if facts.absent_backends:
-        lines.append("absent backends " + ", ".join(facts.absent_backends))
-    versions = [value if value.startswith(label) else f"{label} {value}" for label, value in (
-        ("TensorRT", facts.tensorrt), ("ONNX Runtime", facts.onnxruntime), ("TensorFlow", facts.tensorflow),
-        ("PyTorch", facts.pytorch), ("CUDA", facts.cuda), ("GLIBC", facts.glibc), ("GLIBCXX", facts.glibcxx),
-        ("CXXABI", facts.cxxabi)) if value]
-    if versions:
-        lines.append(", ".join(versions))
-    if facts.missing:
-        lines.append("not checkable without the container's files: " + ", ".join(facts.missing))
-    return lines

@@ -10,6 +10,7 @@ from customops.codes import CODES, Severity
 from customops.findings import Finding, model_of
 from customops.report.check import location, relative
 from customops.report.escape import printable, xml
+from customops.report.summary import CONFIGS_ONLY, scope
 
 
 def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) -> str:
@@ -33,10 +34,18 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
         failed = sum('<failure ' in c for c in cases)
         tests, failures = tests + len(cases), failures + failed
         body.append(f'  <testsuite name="{xml(printable(suite), True)}" tests="{len(cases)}" failures="{failed}" '
-                    'errors="0" skipped="0" time="0">\n' + "".join(f"    {c}\n" for c in cases) + "  </testsuite>")
+                    'errors="0" skipped="0" time="0">\n' + _properties(result)
+                    + "".join(f"    {c}\n" for c in cases) + "  </testsuite>")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<testsuites name="customops check" tests="{tests}" failures="{failures}" errors="0" '
             f'time="{elapsed:.3f}">\n' + "\n".join(body) + ("\n" if body else "") + "</testsuites>\n")
+
+
+def _properties(result) -> str:
+    """Each suite's `<properties>` (junit-10.xsd has them on a testsuite only): `customops.scope`, what the run
+    checked (full, or configs only: the server's loads not modelled, its passing tests no proof that they load)."""
+    value = "full" if scope(result) == "full" else CONFIGS_ONLY
+    return f'    <properties><property name="customops.scope" value="{value}"/></properties>\n'
 
 
 def _junit_cases(model: str, found: list[Finding], fail_on: Severity, config: str | None,

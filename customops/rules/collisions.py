@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
-from customops.findings import Finding
+from customops.findings import Finding, Related
 from customops.rules import descriptors
 from customops.rules.context import RuleContext
 
@@ -50,6 +50,7 @@ def check(ctx: RuleContext) -> list[Finding]:
                 findings.append(Finding(
                     "CO403", f"{name}: {winner.object} defines it with size {winner.size}, {loser.object} with "
                              f"size {loser.size}; the first wins for both", library=winner.object, symbol=name,
+                    model=_model(custom, winner.object, loser.object), related=(Related(loser.object),),
                     evidence=(f"winner: {winner.object} ({winner.binding} {winner.type} size {winner.size})",
                               f"loser: {loser.object} ({loser.binding} {loser.type} size {loser.size})")))
             if binding.reason.startswith("GNU_UNIQUE") and (winner.object in custom or loser.object in custom):
@@ -71,7 +72,7 @@ def check(ctx: RuleContext) -> list[Finding]:
 def _pair(code: str, first: str, second: str, names: list[str], custom: dict) -> Finding:
     shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
     step = custom.get(first) or custom.get(second)
-    model = step.model if step else None
+    model = _model(custom, first, second)
     messages = {
         "CO401": f"preloaded {first} overrides {len(names)} strong definition(s) of {second} for the whole process: "
                  f"{shown}",
@@ -80,7 +81,7 @@ def _pair(code: str, first: str, second: str, names: list[str], custom: dict) ->
         "CO405": f"GNU_UNIQUE symbols of {first} and {second} are merged across RTLD_LOCAL: {shown}",
     }
     return Finding(code, messages[code], model=model, library=first, file=step.source if step else None,
-                   symbol=names[0], evidence=(f"winner: {first}", f"loser: {second}",
+                   symbol=names[0], related=(Related(second),), evidence=(f"winner: {first}", f"loser: {second}",
                                               *(f"symbol: {n}" for n in names[:SHOWN])))
 
 
@@ -101,8 +102,14 @@ def _same_soname(ctx: RuleContext, custom: dict) -> list[Finding]:
             findings.append(Finding(
                 "CO407", f"{path} has SONAME {soname}, as a different loaded file does; every DT_NEEDED entry "
                          f"naming {soname} binds to whichever was loaded first", model=step.model, library=path,
-                file=step.source, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others))))
+                file=step.source, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others)),
+                related=tuple(Related(p) for p in sorted(others))))
     return findings
+
+
+def _model(custom: dict, *libraries: str) -> str | None:
+    """The model of the first of `libraries` that is a custom library loaded for one."""
+    return next((custom[p].model for p in libraries if p in custom and custom[p].model), None)
 
 
 def _soname_of(path: str, ctx: RuleContext) -> str | None:

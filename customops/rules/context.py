@@ -7,9 +7,11 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from customops.elf.cache import ElfReader
 from customops.errors import ElfError
+from customops.findings import Related
 from customops.inspect import files, protobuf_descriptors
 from customops.inspect.protobuf_descriptors import DescriptorFacts
 from customops.inspect.registrations import STABLE_DEF_TEXT, RefusedDef, Registration, refused_def
@@ -158,3 +160,16 @@ def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence
     identities = files.identities([*(o.path for o in prediction.objects), *custom])
     return replace(ctx, prediction=prediction, outcomes=tuple(outcomes),
                    files=replace(ctx.files, identities=identities))
+
+
+class About(TypedDict):
+    model: str | None
+    library: str
+    file: str
+    related: tuple[Related, ...]
+
+
+def again(first: LoadStep, second: LoadStep) -> About:
+    """What a finding about `second`, loaded after `first` with which it collides, is about: its model, library
+    and file, and `first` as the related library (customops.app.text_locations places both)."""
+    return {"model": second.model, "library": second.path, "file": second.source, "related": (Related(first.path),)}

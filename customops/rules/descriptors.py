@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from customops.findings import Finding
+from customops.findings import Finding, Related
 from customops.inspect.protobuf_descriptors import DescriptorFacts, proto_file, table_symbol
 from customops.linker.prediction import Prediction
 from customops.rules.context import RuleContext
@@ -53,7 +53,7 @@ def check(ctx: RuleContext) -> list[Finding]:
             f"preloaded {preload} replaces {len(protos)} protobuf descriptor table(s) of {framework}, and their "
             f"imports include its private copies of {len(twice)} .proto file(s) that {framework} also registers: "
             f"the server aborts at start, registering {twice[0]} twice",
-            model=step.model, library=preload, file=step.source, symbol=twice[0],
+            model=step.model, library=preload, file=step.source, symbol=twice[0], related=(Related(framework),),
             predicted=f"File already exists in database: {twice[0]}",
             evidence=(f"winner: {preload}", f"loser: {framework}",
                       *(f"replaced table: {table_symbol(p).decode()} ({p})" for p in shown),

@@ -32,7 +32,7 @@ from typing import Any
 from customops.codes import Severity
 from customops.findings import Finding
 from customops.inspect.registrations import RefusedDef, Registration
-from customops.rules.context import RuleContext
+from customops.rules.context import RuleContext, again
 from customops.triton.plan import LoadStep
 
 CODES = frozenset({"CO406", "CO408"})
@@ -186,12 +186,11 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
             findings.append(Finding(
                 "CO406", f"{second.path} defines STABLE_TORCH_LIBRARY({namespace}) again after {first.path}: torch "
                          "refuses the namespace, the library handle stays null and its first def() crashes the "
-                         "server (SIGSEGV)", model=second.model, library=second.path, file=second.source,
-                symbol=namespace, evidence=evidence))
+                         "server (SIGSEGV)", **again(first, second), symbol=namespace, evidence=evidence))
             continue
         findings.append(Finding(
             "CO406", f"{second.path} defines TORCH_LIBRARY({namespace}) again after {first.path}: loading it aborts "
-                     "the server", model=second.model, library=second.path, file=second.source, symbol=namespace,
+                     "the server", **again(first, second), symbol=namespace,
             predicted=f"Only a single TORCH_LIBRARY can be used to register the namespace {namespace}; please put "
                       "all of your definitions in a single TORCH_LIBRARY block.", evidence=evidence))
     return findings
@@ -251,7 +250,7 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
         how, predicted, severity = _copy_fate(found, refusal)
         findings.append(Finding(
             "CO406", f"{second.path} is a copy of {first.path}: loading it registers the same Torch ops again; {how}",
-            severity=severity, model=second.model, library=second.path, file=second.source,
+            severity=severity, **again(first, second),
             symbol=schemas[0] if schemas else None, predicted=predicted, evidence=tuple(evidence)))
     return findings
 
@@ -344,7 +343,7 @@ def _schema_clash(first: LoadStep, second: LoadStep, ops: list[str], known: bool
     evidence = (f"both define: {', '.join(ops[:10])}" + (" ..." if len(ops) > 10 else ""),
                 *((f"ld.so runs {first.path}'s static initialisers before {second.path}'s (LD_PRELOAD: the last "
                    "listed first)",) if first.preload and second.preload else ()))
-    clash = partial(Finding, "CO406", model=second.model, library=second.path, file=second.source, symbol=ops[0])
+    clash = partial(Finding, "CO406", **again(first, second), symbol=ops[0])
     if not known:
         if survives:
             then = f"torch refuses {second.path}'s definition, which it ignores: its kernels replace the first's"
@@ -381,17 +380,17 @@ def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> lis
         if loader == "tensorflow" and "tensorflow" in frameworks and first.path != second.path:
             findings.append(Finding(
                 "CO406", f"{second.path} is a copy of {first.path}: TensorFlow silently drops the ops it registers "
-                         "again; the models share the first copy's ops", severity=Severity.WARNING, model=second.model,
-                library=second.path, file=second.source, evidence=(f"same content as {first.path}",)))
+                         "again; the models share the first copy's ops", severity=Severity.WARNING,
+                **again(first, second), evidence=(f"same content as {first.path}",)))
         elif loader == "onnxruntime" and first.model == second.model:
             findings.append(Finding(
                 "CO406", f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
-                         "creating its session fails", model=first.model, library=second.path, file=second.source,
+                         "creating its session fails", **again(first, second),
                 predicted="Domain already set in registry"))
         elif loader == "tensorrt" and "tensorrt" in frameworks:
             findings.append(Finding(
                 "CO406", f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
-                         "library's win", model=second.model, library=second.path, file=second.source,
+                         "library's win", **again(first, second),
                 predicted="Could not register plugin creator", evidence=(
                     "static check: TensorRT creator names are not readable without TensorRT; only identical plugin "
                     "libraries are detected",)))

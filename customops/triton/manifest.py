@@ -69,10 +69,15 @@ class Manifest:
     select: tuple[str, ...] | None = None  # codes and prefixes reported (None: all); --select replaces it
     ignore_codes: tuple[str, ...] = ()  # the strings of [check] ignore: codes and prefixes never reported
     profile: str | None = None  # the container profile CI checks against (customops profile create)
+    written: tuple[tuple[str, str, str], ...] = ()  # (entry as "[host] preload", path as resolved, as written)
 
     @property
     def directory(self) -> str | None:
         return os.path.dirname(self.path) if self.path else None
+
+    def as_written(self, key: str, path: str) -> str:
+        """The value of the `key` entry ("[pytorch] ops") that resolved to `path`, as the manifest wrote it."""
+        return next((w for k, p, w in self.written if k == key and p == path), path)
 
 
 SCHEMA: dict[str, dict[str, type]] = {
@@ -115,6 +120,7 @@ class _Reader:
         self.path, self.data = path, data
         self.base = os.path.dirname(os.path.abspath(path))
         self.check = data.get("check", {})
+        self.written: list[tuple[str, str, str]] = []  # what paths() read, as written (Manifest.written)
 
     def fail(self, reason: str) -> InputError:
         return InputError(self.path, f"CO106 {reason}")
@@ -150,6 +156,7 @@ class _Reader:
                 raise self.fail(f"[{section}] {key}: {value!r} escapes the repository (give an absolute path if "
                                 "meant)")
             resolved.append(path)
+            self.written.append((f"[{section}] {key}", path, value))
         return tuple(resolved)
 
     def selectors(self, key: str, values: list) -> tuple[str, ...]:
@@ -204,6 +211,7 @@ class _Reader:
             pytorch_ops=self.paths("pytorch", "ops"),
             tensorflow_preload=self.paths("tensorflow", "preload"),
             host_preload=self.paths("host", "preload"),
+            written=tuple(self.written),
             fail_on=fail_on,
             ignore=ignores,
             select=select,

@@ -7,8 +7,12 @@ model its steps name is. In explicit mode the models an ensemble's steps name lo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
+from customops import safeio
+from customops.errors import InputError
 from customops.findings import Finding
+from customops.triton.modelconfig import did_you_mean, value_place
 from customops.triton.repository import Model
 
 CODES = frozenset({"CO108", "CO109", "CO110"})
@@ -34,10 +38,12 @@ def loaded_with(models: Iterable[Model], asked: set[str]) -> set[str]:
     return wanted
 
 
-def not_in_any_repository(asked: set[str], models: Iterable[Model]) -> list[Finding]:
-    """CO108 for each --load-model name no repository has."""
+def not_in_any_repository(asked: set[str], models: Iterable[Model], names: Iterable[str] = ()) -> list[Finding]:
+    """CO108 for each --load-model name no repository has, with the nearest of the models' and `names`' names."""
     present = {m.name for m in models}
-    return [Finding("CO108", f"model '{name}' is asked for (--load-model) but is in no model repository", model=name,
+    known = present | set(names)
+    return [Finding("CO108", f"model '{name}' is asked for (--load-model) but is in no model repository"
+                    + (f" ({hint})" if (hint := did_you_mean(name, known)) else ""), model=name,
                     predicted=f"failed to poll model '{name}': model not found in any model repository.")
             for name in sorted(asked - present)]
 
@@ -56,12 +62,15 @@ def not_unique(models: Iterable[Model], namespacing: bool) -> list[Finding]:
             for name, copies in seen.items() if len(copies) > 1]
 
 
-def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str]) -> list[Finding]:
+def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str], names: Iterable[str] = ()) -> list[Finding]:
     """CO108/CO109 for every ensemble that cannot be served: no ensemble_scheduling, a step naming a model in no
-    repository, or one naming a model that fails (`failing`: model -> why; an ensemble failing this way fails
-    the ensembles above it in turn)."""
+    repository (at that step's line, with the nearest of the models' and `names`' names: every model of the
+    repositories, where explicit mode checks only some), or one naming a model that fails (`failing`: model ->
+    why; an ensemble failing this way fails the ensembles above it in turn)."""
+    models = list(models)
     ensembles = [m for m in models if m.platform == "ensemble" and m.loadable]
     present = {m.name for m in models}
+    known = present | set(names)
     failing = dict(failing)
     findings: list[Finding] = []
     for model in ensembles:
@@ -71,8 +80,7 @@ def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str]) -> li
             failing[model.name] = message
         elif missing := sorted(set(steps(model)) - present):
             message = f"ensemble {model.name} contains models that are not available or ambiguous: {', '.join(missing)}"
-            findings.append(_finding("CO108", model, f"ensemble '{model.name}' names models in no repository: "
-                                     f"{', '.join(missing)}", message))
+            findings.append(_not_found(model, missing, known, message))
             failing[model.name] = message
     changed = True
     while changed:  # an ensemble of a failing ensemble fails too
@@ -86,6 +94,25 @@ def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str]) -> li
                 failing[model.name] = predicted
                 changed = True
     return findings
+
+
+def _not_found(model: Model, missing: list[str], known: set[str], predicted: str) -> Finding:
+    """CO108 for steps naming models in no repository, each with the nearest name there is ("did you mean"), at
+    the line of the first such step in the ensemble's config."""
+    named = []
+    for name in missing:
+        hint = did_you_mean(name, known - {model.name})
+        named.append(f"'{name}'" + (f" ({hint})" if hint else ""))
+    place = None
+    if model.config_path:
+        try:
+            text = safeio.read_bytes(model.config_path, safeio.CONFIG_LIMIT).decode("utf-8", "replace")
+        except (InputError, OSError):
+            text = ""
+        place = next((p for name in missing if (p := value_place(text, "model_name", name))), None)
+    return replace(_finding("CO108", model, f"ensemble '{model.name}' names models in no repository: "
+                            f"{', '.join(named)}", predicted), line=place[0] if place else None,
+                   column=place[1] if place else None)
 
 
 def _finding(code: str, model: Model, message: str, predicted: str) -> Finding:

@@ -98,6 +98,18 @@ def _within(text: str, line: int | None, column: int | None) -> tuple[int | None
     return len(lines), len(lines[-1]) + 1
 
 
+def value_place(text: str, field: str, value: str) -> tuple[int, int] | None:
+    """(line, column), both from 1, of the string `value` where the config text sets `field` to it (`field:
+    "value"`, outside a comment), or None (a value written with escapes or split into several strings)."""
+    pattern = re.compile(rf'\b{re.escape(field)}\s*:?\s*(["\']){re.escape(value)}\1')
+    for match in pattern.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if "#" not in text[line_start:match.start()]:
+            at = match.start(1) + 1  # past the quote
+            return text.count("\n", 0, at) + 1, at - line_start + 1
+    return None
+
+
 def did_you_mean(word: str, choices) -> str:
     """"did you mean 'x'?" for the closest of `choices` to a misspelled `word`, or "" when none is close."""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)

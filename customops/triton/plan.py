@@ -22,6 +22,20 @@ if TYPE_CHECKING:  # launch's cached path builds a Context from the manifest alo
 
 
 @dataclass(frozen=True)
+class Written:
+    """Where a text makes the server load a library (customops.app.text_locations points findings there):
+    `file`, a model's config.pbtxt or the manifest; `value`, the entry as written there (an
+    op_library_filename, a manifest path), or the backend library's backend name or runtime; `key`, what it
+    is written as: "op_library_filename", a manifest entry ("[pytorch] ops"), or the config field the backend
+    library comes from ("runtime", "backend": else its platform); `nth`: the n-th entry of that value."""
+
+    file: str
+    value: str
+    key: str
+    nth: int = 0
+
+
+@dataclass(frozen=True)
 class LoadStep:
     path: str  # target path, as the server will open it
     source: str  # checkout/host path of the file, for findings and reports
@@ -32,6 +46,7 @@ class LoadStep:
     model: str | None = None
     entry_points: tuple[str, ...] = ()  # dlsym()ed after loading; missing = failure
     caller: str | None = None  # the object calling dlopen (its RUNPATH applies to a bare name)
+    written: Written | None = field(default=None, compare=False)  # the text naming it; None: none does
 
 
 @dataclass(frozen=True)
@@ -170,10 +185,18 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def preloaded(ctx: Context, paths: tuple[str, ...], loader: str, why: str) -> LoaderResult:
+def preloaded(ctx: Context, paths: tuple[str, ...], loader: str, why: str, key: str) -> LoaderResult:
     """A framework's op libraries preloaded into the server (LD_PRELOAD), with its backend directory on
-    LD_LIBRARY_PATH so that their framework dependencies resolve; `why` says so in search traces."""
+    LD_LIBRARY_PATH so that their framework dependencies resolve; `why` says so in search traces; `key`: the
+    manifest entry listing them ("[pytorch] ops")."""
     if not paths:
         return LoaderResult()
-    steps = tuple(LoadStep(ctx.container_path(p), p, loader, "preload", preload=True) for p in paths)
+    steps = tuple(LoadStep(ctx.container_path(p), p, loader, "preload", preload=True,
+                           written=in_manifest(ctx, key, p)) for p in paths)
     return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{loader}",), library_path_for=why)
+
+
+def in_manifest(ctx: Context, key: str, path: str) -> Written | None:
+    """Where the manifest's `key` entry ("[host] preload") lists `path` (as it resolved it)."""
+    manifest = ctx.manifest
+    return None if manifest.path is None else Written(manifest.path, manifest.as_written(key, path), key)

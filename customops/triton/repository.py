@@ -154,8 +154,9 @@ def read_model(model_dir: str, name: str, config_name: str | None = None, auto_c
                 problems.append(Problem("CO101", f"{_config_of(name)} does not parse: {error.reason}",
                                         f"failed to read text proto from {config_path}", error.line, error.column))
     if config_path is None and not auto_complete:  # model_repository_manager.cc: ReadTextProto of a missing file
-        problems.append(Problem("CO101", f"model '{name}' has no config.pbtxt, which the server requires with "
-                                "auto-complete disabled (--disable-auto-complete-config)",
+        problems.append(Problem("CO101", f"model '{name}' has no config.pbtxt in its directory {model_dir}, which the "
+                                "server requires with auto-complete disabled (--disable-auto-complete-config or "
+                                "--strict-model-config)",
                                 f"failed to open text file for read {candidate}: No such file or directory",
                                 hint="Write the model's config.pbtxt, or let the server auto-complete it."))
     if config is not None and config.name and config.name != name:  # model_repository_manager.cc

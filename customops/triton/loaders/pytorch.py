@@ -8,4 +8,4 @@ from customops.triton.plan import Context, LoaderResult, preloaded
 
 
 def process(ctx: Context) -> LoaderResult:
-    return preloaded(ctx, ctx.manifest.pytorch_ops, "pytorch", "the PyTorch op libraries")
+    return preloaded(ctx, ctx.manifest.pytorch_ops, "pytorch", "the PyTorch op libraries", "[pytorch] ops")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from customops.triton.plan import Context, LoaderResult, LoadStep, preloaded
+from customops.triton.plan import Context, LoaderResult, LoadStep, Written, preloaded
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
@@ -19,7 +19,8 @@ CODES = frozenset({"CO104"})  # the findings it emits
 
 
 def process(ctx: Context) -> LoaderResult:
-    return preloaded(ctx, ctx.manifest.tensorflow_preload, "tensorflow", "the TensorFlow preloads")
+    return preloaded(ctx, ctx.manifest.tensorflow_preload, "tensorflow", "the TensorFlow preloads",
+                     "[tensorflow] preload")
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
@@ -32,13 +33,15 @@ def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
     from customops.findings import Finding  # per model only: launch's cached start runs the process-wide part
 
     steps, findings = [], []
-    for written in model.op_libraries:
+    for n, written in enumerate(model.op_libraries):
         if not written.startswith("/"):
             findings.append(Finding(
                 "CO104", f"op library '{written}' of model '{model.name}' is not an absolute path",
                 model=model.name, library=written, file=model.config_path,
                 evidence=(f"dlopen resolves it {'against the server working directory ' + ctx.server_cwd if '/' in written else 'through the ld.so search'}",)))  # noqa: E501
         path = ctx.absolute(written)
+        text = Written(model.config_path, written, "op_library_filename", model.op_libraries[:n].count(written)) \
+            if model.config_path else None
         steps.append(LoadStep(path, ctx.source(path), loader, "op library", model=model.name,
-                              entry_points=entry_points, caller=backend_library))
+                              entry_points=entry_points, caller=backend_library, written=text))
     return LoaderResult(steps=tuple(steps), findings=tuple(findings))
