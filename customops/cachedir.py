@@ -40,9 +40,10 @@ def default_cache_dir() -> Path:
 
 
 def file_key(path: str) -> str:
-    """(device, inode, size, mtime) of a file: it is unchanged while these are. Raises OSError."""
+    """(device, inode, size, mtime, ctime) of a file: it is unchanged while these are (a file rewritten in place
+    with its mtime set back still has a new ctime, which no user can set). Raises OSError."""
     st = os.stat(path)
-    return f"{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    return f"{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
 
 
 def tree_fingerprint(directory: str) -> str:

@@ -86,7 +86,7 @@ def clean(result: subprocess.CompletedProcess) -> None:
 
 def entry_of(cache: Path, library: Path) -> Path:
     st = library.stat()
-    key = f"{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    key = f"{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
     return cache / "elf" / key[-2:] / key
 
 

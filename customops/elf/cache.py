@@ -1,4 +1,4 @@
-"""Read ELF files once: an in-process memo plus an on-disk cache keyed by (dev, inode, size, mtime_ns).
+"""Read ELF files once: an in-process memo plus an on-disk cache keyed by (dev, inode, size, mtime_ns, ctime_ns).
 
 What is cached is only what is costly to derive: the per-symbol relocation classes and first relocation
 positions, from a pass over every relocation of the file. Everything else (header, dynamic section, version
@@ -28,8 +28,8 @@ from customops.elf.parse import Parser, open_mapped, parse_elf
 from customops.elf.records import ElfInfo, FileIdentity
 from customops.elf.relocations import NO_RELOCATION, rel_entsize, relocation_tables, table_at
 
-FORMAT = b"COELF\x00\x07\x00"  # bump the last bytes whenever the entry layout or its meaning changes
-_HEADER = struct.Struct("<8sQQQqII")  # magic+version, identity (dev, ino, size, mtime_ns), symbols, entries
+FORMAT = b"COELF\x00\x08\x00"  # bump the last bytes whenever the entry layout or its meaning changes
+_HEADER = struct.Struct("<8sQQQqqII")  # magic+version, identity (dev, ino, size, mtime, ctime), symbols, entries
 SUBDIR = "elf"
 SPOT_CHECKS = 32  # relocations per table compared with a cache entry on every hit
 _random = random.Random()  # seeded from os.urandom: which relocations are checked cannot be foreseen
@@ -97,7 +97,7 @@ class ElfReader:
 
 
 def _entry_names(identity: FileIdentity, suffix: str = "") -> tuple[str, str, str]:
-    key = f"{identity.dev:x}-{identity.ino:x}-{identity.size:x}-{identity.mtime_ns:x}"
+    key = f"{identity.dev:x}-{identity.ino:x}-{identity.size:x}-{identity.mtime_ns:x}-{identity.ctime_ns:x}"
     return SUBDIR, key[-2:], key + suffix
 
 
@@ -112,7 +112,7 @@ def encode_entry(info: ElfInfo) -> bytes:
     classes = info.symbols.reloc_class[nonzero].astype("u1")
     first = info.symbols.reloc_first[nonzero].astype("<u4")
     i = info.identity
-    return (_HEADER.pack(FORMAT, i.dev, i.ino, i.size, i.mtime_ns, info.layout.symbol_count, len(nonzero))
+    return (_HEADER.pack(FORMAT, i.dev, i.ino, i.size, i.mtime_ns, i.ctime_ns, info.layout.symbol_count, len(nonzero))
             + nonzero.tobytes() + first.tobytes() + classes.tobytes())
 
 
@@ -124,8 +124,8 @@ def decode_relocations(raw: bytes, identity: FileIdentity, count: int) -> tuple[
     """(reloc_class, reloc_first) for a file of `count` dynamic symbols, from an entry checked in full."""
     if len(raw) < _HEADER.size:
         raise StaleEntry("truncated header")
-    magic, dev, ino, size, mtime_ns, symbols, n = _HEADER.unpack_from(raw, 0)
-    if magic != FORMAT or FileIdentity(dev, ino, size, mtime_ns) != identity:
+    magic, dev, ino, size, mtime_ns, ctime_ns, symbols, n = _HEADER.unpack_from(raw, 0)
+    if magic != FORMAT or FileIdentity(dev, ino, size, mtime_ns, ctime_ns) != identity:
         raise StaleEntry("another format or another file")
     if symbols != count or n > count or len(raw) != _HEADER.size + 9 * n:
         raise StaleEntry("sizes do not match the file")

@@ -29,16 +29,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """What the cache keys on: a file is unchanged while these are."""
+    """What the cache keys on: a file is unchanged while these are. The mtime alone is not enough (anyone who
+    can write the file can set it back after rewriting it in place); the ctime no user can set."""
 
     dev: int
     ino: int
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
 
     @classmethod
     def of(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass(frozen=True)

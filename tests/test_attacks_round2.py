@@ -1,0 +1,73 @@
+"""Hostile input, second round: each attack of issue #37 as it was reported, and the variation a careful
+attacker would try next. Every test runs the real CLI (python -m customops) with HOME, TMPDIR and the cache
+inside tmp_path, and asserts the attack failed: the verdict is the one the current inputs give, nothing is
+written where it should not be, and bad input is one line naming the file, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from elf_tools import gcc_shared
+
+TIMEOUT = 120
+IS_ROOT = os.geteuid() == 0
+
+
+def customops(args: list[str], tmp_path: Path, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """The CLI with a private HOME, TMPDIR and cache directory."""
+    for name in ("home", "tmp"):
+        (tmp_path / name).mkdir(exist_ok=True)
+    environ = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "CUSTOMOPS_CACHE_DIR",
+                                                                 "LD_PRELOAD", "LD_LIBRARY_PATH")}
+    environ.update({"HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "tmp"),
+                    "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache"), **env})
+    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True,
+                          cwd=cwd or tmp_path, env=environ, timeout=TIMEOUT)
+
+
+def codes_of(result: subprocess.CompletedProcess) -> list[str]:
+    assert result.stdout.startswith("{"), result.stderr
+    return sorted(f["code"] for f in json.loads(result.stdout)["findings"])
+
+
+def preloading(repository: Path, library: Path) -> Path:
+    """One model, and a manifest that preloads `library` (in the repository)."""
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    (repository / "customops.toml").write_text(f'[host]\npreload = ["{library.relative_to(repository)}"]\n')
+    return repository
+
+
+# -- 4. the cache's idea of "unchanged" -------------------------------------------------------------------
+
+def rewrite_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Replace bytes of `path` without changing its inode or size, then put its times back, as anyone who can
+    write the file can."""
+    st = path.stat()
+    data = path.read_bytes()
+    assert old in data and len(old) == len(new)
+    with open(path, "r+b") as f:
+        f.write(data.replace(old, new))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def test_an_op_library_rewritten_in_place_with_its_mtime_put_back_is_read_again(tree, tmp_path):
+    """The library needs libm.so.6 (the container has it: no finding); rewritten to need libq.so.6 (it has not:
+    CO302) with the same size, inode and mtime, a warm cache must not keep saying OK: the ctime changed."""
+    repository = tmp_path / "models"
+    library = gcc_shared(repository / "m" / "libpre.so", "int pre(void) { return 1; }\n", "-Wl,--no-as-needed",
+                         "-lm")
+    preloading(repository, library)
+    check = ["check", str(repository), "--container-root", str(tree / "container"), "--format", "json"]
+    assert "CO302" not in codes_of(customops(check, tmp_path))
+    rewrite_in_place(library, b"libm.so.6\0", b"libq.so.6\0")
+    uncached = customops([*check, "--no-cache"], tmp_path)
+    cached = customops(check, tmp_path)
+    assert "CO302" in codes_of(uncached)
+    assert codes_of(cached) == codes_of(uncached) and cached.returncode == uncached.returncode == 1
