@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+# Log commands that CI runners act on anywhere in a line of a job's log: GitHub's legacy `##[command]` (its
+# `::command::` form only at a line's start, which printable's escaped line breaks already prevent) and Azure
+# Pipelines' `##vso[command]`. Shown as `#\#[`: the same to a reader, nothing to a runner.
+LOG_COMMAND = re.compile(r"##(?=\[|vso\[)", re.IGNORECASE)
+
 
 class CustomopsError(Exception):
     """Bad input: the CLI prints `customops: <message>` and exits with status 2, never a traceback."""
@@ -24,8 +31,9 @@ class ElfError(InputError):
 
 def printable(path: str) -> str:
     """A path as one line: control characters (a newline in a file name) are shown escaped, and a byte
-    that is not UTF-8 (read as a lone surrogate) as `\\xNN`, as backslashreplace writes it."""
-    if path.isprintable():
-        return path
-    return "".join(c if c.isprintable() else f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
-                   else repr(c)[1:-1] for c in path)
+    that is not UTF-8 (read as a lone surrogate) as `\\xNN`, as backslashreplace writes it; a CI runner's log
+    command (LOG_COMMAND) is broken up."""
+    if not path.isprintable():
+        path = "".join(c if c.isprintable() else f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                       else repr(c)[1:-1] for c in path)
+    return LOG_COMMAND.sub("#\\\\#", path) if "##" in path else path

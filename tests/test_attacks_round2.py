@@ -71,3 +71,37 @@ def test_an_op_library_rewritten_in_place_with_its_mtime_put_back_is_read_again(
     cached = customops(check, tmp_path)
     assert "CO302" in codes_of(uncached)
     assert codes_of(cached) == codes_of(uncached) and cached.returncode == uncached.returncode == 1
+
+
+# -- 5. log commands in CI logs ---------------------------------------------------------------------------
+
+LOG_COMMANDS = ("##[", "##vso[")  # GitHub's legacy form and Azure's, acted on anywhere in a line
+
+
+def forging_repository(where: Path) -> Path:
+    """Models whose names carry log commands: an annotation, a switch that silences every later one, and
+    Azure's variable setter (its case ignored by Azure)."""
+    repository = where / "models"
+    for name in ("x##[error title=forged]INJECTED", "##[stop-commands]TOKEN", "y##VSO[task.setvariable variable=a]1"):
+        (repository / name / "1").mkdir(parents=True)
+        (repository / name / "config.pbtxt").write_text('backend: "nosuchbackend"\n')
+    return repository
+
+
+def test_log_commands_in_model_names_never_reach_a_log_line_in_any_format(tree, tmp_path):
+    repository = forging_repository(tmp_path)
+    for report_format in ("text", "json", "sarif", "junit", "github", "gitlab"):
+        result = customops(["check", str(repository), "--container-root", str(tree / "container"), "--format",
+                            report_format, "-v"], tmp_path)
+        assert result.returncode == 1, (report_format, result.stderr)
+        for line in (result.stdout + result.stderr).splitlines():
+            assert not any(c in line.lower() for c in LOG_COMMANDS), (report_format, line)
+        if report_format in ("json", "sarif", "gitlab"):  # the same names, once parsed
+            assert "x##[error title=forged]INJECTED" in json.loads(result.stdout).__repr__()
+
+
+def test_log_commands_in_an_error_line_are_broken_up(tmp_path):
+    result = customops(["check", str(tmp_path / "##[error]missing")], tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "##[" not in line and "#\\#[error]missing" in line, line

@@ -15,7 +15,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, TextIO
 
-from customops.errors import printable
+from customops.errors import LOG_COMMAND, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,7 +78,9 @@ def dumps(value: Any, indent: int | None = None) -> str:
     """JSON text that strict parsers accept: json.dumps writes a lone surrogate (a file name that is not
     UTF-8) as the escape `\\udcff`, which they reject, so such values are cleaned first."""
     text = json.dumps(value, indent=indent)
-    return json.dumps(clean(value), indent=indent) if "\\ud" in text else text
+    text = json.dumps(clean(value), indent=indent) if "\\ud" in text else text
+    # a '#' appears only inside strings: `#\u0023[` is the same value, and no log command (LOG_COMMAND)
+    return LOG_COMMAND.sub("#\\\\u0023", text) if "##" in text else text
 
 
 def xml(text: str, attribute: bool = False) -> str:
@@ -86,7 +88,8 @@ def xml(text: str, attribute: bool = False) -> str:
     written visibly as `\\xNN`; markup characters (and in an attribute, whitespace a parser would
     normalise away) as references."""
     text = _NOT_XML.sub(lambda m: printable(m.group()), unsurrogate(text))
-    return text.translate(_XML_ATTRIBUTE if attribute else _XML_TEXT)
+    text = text.translate(_XML_ATTRIBUTE if attribute else _XML_TEXT)
+    return LOG_COMMAND.sub("#&#35;", text) if "##" in text else text  # the same text, and no log command
 
 
 def github_data(text: str) -> str:
