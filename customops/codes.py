@@ -118,8 +118,7 @@ _TABLE = (
          "Triton cannot load the model: `unable to find backend library for backend '<B>'`.",
          "Use a container release that ships the backend, or convert the model."),
     Code("CO301", E, "library file missing or unreadable",
-         "A library named in config.pbtxt, the manifest or the server arguments does not exist or cannot be "
-         "read.",
+         "A library named in config.pbtxt, the manifest or the server arguments does not exist or cannot be read.",
          "dlopen fails with `cannot open shared object file`; for LD_PRELOAD ld.so only warns and the "
          "server starts without it (ops then fail at inference, e.g. `Op type not registered`).",
          "Fix the path, or mount the file into the container at that path."),
@@ -219,8 +218,7 @@ _TABLE = (
          "TensorFlow SavedModel's or GraphDef's op types that TensorFlow does not know once the op libraries "
          "are loaded.",
          "torch::jit::load fails with \"Unknown builtin op\"; ONNX Runtime fails to create the session with "
-         "\"is not a registered function/op\"; TensorFlow with \"Op type not registered\". The model does not "
-         "load.",
+         "\"is not a registered function/op\"; TensorFlow with \"Op type not registered\". The model does not load.",
          "TorchScript: list the op library under [pytorch] ops in customops.toml (customops launch preloads "
          "it). ONNX: add model_operations { op_library_filename: ... } to the model's config.pbtxt."),
     Code("CO409", E, "a library fails to load with the real framework",

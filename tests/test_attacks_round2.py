@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 from elf_tools import gcc_shared
 
 TIMEOUT = 120
@@ -105,3 +110,96 @@ def test_log_commands_in_an_error_line_are_broken_up(tmp_path):
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
     assert "##[" not in line and "#\\#[error]missing" in line, line
+
+
+# -- 2, 3, 10. report files: devices, parent links, atomic replacement -----------------------------------
+
+def example_check(example: tuple[Path, Path], *extra: str) -> list[str]:
+    repo, container = example
+    return ["check", str(repo), "--container-root", str(container), *extra]
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="making a block device node needs root")
+@pytest.mark.parametrize("how", ["a committed symlink to it", "named directly"])
+def test_a_report_is_never_written_onto_a_block_device(example, tmp_path, how):
+    """`customops.sarif -> /dev/sda` committed by a pull request: the documented step must not write there. A
+    device node of its own stands in (loop device 7,200), so nothing real is at risk."""
+    device = tmp_path / "blockdev"
+    os.mknod(device, 0o600 | stat.S_IFBLK, os.makedev(7, 200))
+    target = device
+    if how == "a committed symlink to it":
+        target = tmp_path / "customops.sarif"
+        target.symlink_to(device)
+    result = customops(example_check(example, "--sarif", str(target)), tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    [line] = result.stderr.splitlines()[-1:]
+    assert str(target) in line and ("block device" in line or "symbolic link" in line), line
+    assert stat.S_ISBLK(device.lstat().st_mode)
+
+
+@pytest.mark.parametrize("stream", ["-", "/dev/stdout", "/proc/self/fd/1", "/dev/fd/1"])
+def test_the_process_own_standard_output_is_written_as_a_stream(example, tmp_path, stream):
+    result = customops(example_check(example, "--format", "json", "--output", stream), tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["summary"]
+
+
+def test_a_committed_symlink_to_a_fifo_is_written_as_a_stream(example, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    (tmp_path / "report.json").symlink_to(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    result = customops(example_check(example, "--format", "json", "--output", "report.json"), tmp_path)
+    reader.join(timeout=TIMEOUT)
+    assert result.returncode == 1, result.stderr
+    assert json.loads(received[0])["summary"]
+
+
+@pytest.mark.parametrize("command", ["check --sarif", "check --output", "profile create -o"])
+def test_a_report_is_never_written_through_a_linked_parent_directory(example, tmp_path, command):
+    """`--sarif reports/customops.sarif` with a committed `reports -> ../elsewhere`: O_NOFOLLOW alone covers the
+    last component only; the directories on the way are walked without following links too."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "reports").symlink_to("../elsewhere")
+    if command == "profile create -o":
+        args = ["profile", "create", "--container-root", str(example[1]), "-o", "reports/x.json"]
+    else:
+        args = example_check(example, *command.split()[1:], "reports/x.json")
+    result = customops(args, tmp_path, cwd=checkout)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "symbolic link" in result.stderr.splitlines()[-1], result.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_report_cut_short_by_a_file_size_limit_leaves_neither_half_a_report_nor_the_previous_one(example, tmp_path):
+    """A full disk or a size limit while writing: one line, exit 2, never a truncated report (there were 8,192
+    bytes of JSON) nor the previous run's verdict under this run's name, and no temporary file left."""
+    previous = '{"ok": true}\n'
+    (tmp_path / "report.json").write_text(previous)
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    environ = {**os.environ, "HOME": str(tmp_path), "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-m", "customops", *example_check(example, "--format", "json", "-o",
+                                                                                  "report.json", "--no-cache")],
+                            capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=TIMEOUT,
+                            preexec_fn=limited)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "report.json" in result.stderr.splitlines()[-1]
+    assert [p.name for p in tmp_path.iterdir() if "report" in p.name] == []
+
+
+@pytest.mark.parametrize("report_format", ["json", "text"])
+def test_a_run_that_cannot_check_leaves_no_earlier_verdict_under_its_name(tmp_path, report_format):
+    (tmp_path / "report").write_text('{"ok": true}\n')
+    result = customops(["check", str(tmp_path / "missing"), "--triton-release", "25.03", "--format", report_format,
+                        "-o", "report"], tmp_path)
+    assert result.returncode == 2
+    assert not (tmp_path / "report").exists()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import stat
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from customops.errors import CustomopsError, InputError, printable
-from customops.outputs import write_file
+from customops.outputs import remove_stale, write_file
 
 if TYPE_CHECKING:
     from customops.app.checking import CheckRun
@@ -115,7 +114,8 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
 def error_reports(args: argparse.Namespace, message: str, path: str | None = None) -> None:
     """Each requested JUnit, GitLab or GitHub report file, with the error as its one result, at the file it
     names (`path`, where it lies in the checkout; else the first model repository, the working directory or
-    the checkout): exit 2 follows. No SARIF file, and one left there by an earlier run is removed: code
+    the checkout): exit 2 follows. A text or JSON report file an earlier run left is removed (its verdict is
+    not this run's). No SARIF file, and one left there by an earlier run is removed: code
     scanning would take it for an analysis that found nothing and close every open alert, so the upload step
     (`hashFiles(...) != ''`) skips and the alerts stay as the last complete run left them (docs/ci.md)."""
     from customops.report.check import error_location, error_report
@@ -125,18 +125,13 @@ def error_reports(args: argparse.Namespace, message: str, path: str | None = Non
     base = os.path.abspath(args.base_dir) if args.base_dir else checkout_root(named[0] if named else os.getcwd())
     where = error_location([p for p in (path, *named[:1], os.getcwd()) if p], base)
     for report_format, output in outputs(args):
-        if output and report_format == "sarif":
-            _remove_regular_file(output)
-        elif output and report_format in SCANNING_FORMATS:
+        if not output:
+            continue
+        if report_format == "sarif" or report_format not in SCANNING_FORMATS:
+            remove_stale(output)  # the previous run's verdict (`"ok": true`) must not stand for this one
+        else:
             with contextlib.suppress(CustomopsError):  # a file that cannot be written: the error stands alone
                 emit(error_report(report_format, message, where), output)
-
-
-def _remove_regular_file(path: str) -> None:
-    """Removes `path` if it is a regular file (never what a symbolic link leads to, nor a stream)."""
-    with contextlib.suppress(OSError):
-        if stat.S_ISREG(os.lstat(path).st_mode):
-            os.unlink(path)
 
 
 def outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
