@@ -203,3 +203,74 @@ def test_a_run_that_cannot_check_leaves_no_earlier_verdict_under_its_name(tmp_pa
                         "-o", "report"], tmp_path)
     assert result.returncode == 2
     assert not (tmp_path / "report").exists()
+
+
+# -- 1. someone else's manifest ---------------------------------------------------------------------------
+
+STRANGER = 12345  # a uid no one on this machine has: another user of a shared directory
+
+
+def shared_directory(tmp_path: Path) -> Path:
+    """A world-writable sticky directory, as /tmp or a CI runner's shared workspace is."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    return shared
+
+
+def planted(shared: Path, tree: Path) -> tuple[Path, Path]:
+    """The victim's repository in a directory of their own inside `shared`; above it, planted by another user, a
+    `.git/` that makes `shared` the checkout, and a manifest that preloads the stranger's library and relaxes
+    the check."""
+    repository = shared / "work" / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "nosuchbackend"\n')
+    library = gcc_shared(shared / "evil" / "libevil.so", "int evil(void) { return 1; }\n")
+    (shared / ".git").mkdir()
+    (shared / "customops.toml").write_text(f'[host]\npreload = ["{library}"]\n\n[check]\nfail_on = "info"\n'
+                                           'ignore = ["CO201"]\n')
+    for path in (shared / ".git", shared / "customops.toml", library.parent, library):
+        os.chown(path, STRANGER, STRANGER)
+    return repository, library
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="files of another user are made with chown, which needs root")
+def test_a_manifest_another_user_planted_above_the_repository_is_ignored(tree, tmp_path):
+    repository, library = planted(shared_directory(tmp_path), tree)
+    container = str(tree / "container")
+    result = customops(["check", str(repository), "--container-root", container, "--format", "json"], tmp_path)
+    assert result.returncode == 1 and codes_of(result) == ["CO201"], result.stderr  # the planted ignore is not read
+    assert f"uid {STRANGER}" in result.stderr and "ignored the checkout" in result.stderr, result.stderr
+    launch = customops(["launch", "--dry-run", "--container-root", container, "--warn-only", "--",
+                        "tritonserver", f"--model-repository={repository}"], tmp_path)
+    assert str(library) not in launch.stdout, launch.stdout
+    assert f"uid {STRANGER}" in launch.stderr
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="files of another user are made with chown, which needs root")
+def test_a_manifest_another_user_owns_in_the_repository_itself_is_ignored_with_its_owner_named(tree, tmp_path):
+    repository = tmp_path / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "nosuchbackend"\n')
+    manifest = repository / "customops.toml"
+    manifest.write_text('[check]\nignore = ["CO201"]\n')
+    os.chown(manifest, STRANGER, STRANGER)
+    check = ["check", str(repository), "--container-root", str(tree / "container"), "--format", "json"]
+    result = customops(check, tmp_path)
+    assert codes_of(result) == ["CO201"]
+    [warning] = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert str(manifest) in warning and f"owned by uid {STRANGER}" in warning, warning
+    assert codes_of(customops([*check, "--manifest", str(manifest)], tmp_path)) == []  # named: the user's choice
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="a world-writable sticky directory owned by root, as /tmp is")
+def test_the_users_own_manifest_in_a_checkout_under_a_sticky_shared_directory_is_read(tree, tmp_path):
+    """The control: a checkout of one's own in /tmp (sticky, others cannot rename it) keeps its manifest."""
+    repository = shared_directory(tmp_path) / "work" / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "nosuchbackend"\n')
+    (repository.parent / ".git").mkdir()
+    (repository.parent / "customops.toml").write_text('[check]\nignore = ["CO201"]\n')
+    result = customops(["check", str(repository), "--container-root", str(tree / "container"), "--format", "json"],
+                       tmp_path)
+    assert codes_of(result) == [] and "warning" not in result.stderr, result.stderr

@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from customops import progress
+from customops import ownership, progress
 from customops.app.check import CheckResult, default_mounts, dependencies, run_check
 from customops.app.probing import probe_settings
 from customops.app.report_cache import effective_cache_dir
@@ -45,7 +45,7 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
     manifest = with_options(load_manifest(request.manifest or find_manifest(repositories)), request.select,
                             request.ignore)
     profile, profile_notes = profile_for(request.container, manifest, repositories)
-    notes = [*(notes or []), *root_warnings(request.container), *profile_notes]
+    notes = [*(notes or []), *root_warnings(request.container), *ownership.warnings(), *profile_notes]
     if manifest.path:
         notes.append(f"using the manifest {shown(manifest.path)}")
     cache_dir = effective_cache_dir(request)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from customops import ownership
 from customops.app.launch_cache import command_line
 from customops.app.server_command import host_repositories, settings
 from customops.app.shown import shown
@@ -86,7 +87,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     mounts = mounts_for(args.local_repositories, root, mounts)
     container = from_root(root, server.backend_directory, reader)
     manifest = _manifest(args.local_repositories, root, manifest_path, mounts)
-    notes: list[str] = [f"using the manifest {shown(manifest.path)}"] if manifest.path else []
+    notes = [*ownership.warnings(), *([f"using the manifest {shown(manifest.path)}"] if manifest.path else [])]
     notes += server.notes
     check = None
     if run_the_check:

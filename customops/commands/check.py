@@ -191,11 +191,13 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
 
 
 def _warn(request: CheckRequest) -> None:
-    """A warning on the container (--container-root that is not a container's root), on standard error before
-    the report whose findings it explains; the report's notes say it too."""
+    """A warning on the container (--container-root that is not a container's root) or on a discovered manifest or
+    profile passed over (customops.ownership), on standard error before the report whose findings it explains;
+    the report's notes say it too."""
+    from customops import ownership
     from customops.app.target import root_warnings
 
-    for warning in root_warnings(request.container):
+    for warning in [*root_warnings(request.container), *ownership.warnings()]:
         sys.stderr.write(f"customops: warning: {printable(warning)}\n")
 
 

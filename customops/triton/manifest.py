@@ -29,7 +29,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 
-from customops import safeio
+from customops import ownership, safeio
 from customops.codes import CODES as CODE_TABLE
 from customops.codes import Severity
 from customops.comments import uncommented
@@ -226,8 +226,8 @@ def checkout_root(repository: str) -> str:
     itself: discovery never looks above it."""
     start = directory = os.path.abspath(repository)
     while True:
-        if os.path.lexists(os.path.join(directory, ".git")):
-            return directory
+        if os.path.lexists(os.path.join(directory, ".git")):  # one someone else planted bounds nothing
+            return start if ownership.ignored(os.path.join(directory, ".git"), "the checkout") else directory
         parent = os.path.dirname(directory)
         if parent == directory:
             return start
@@ -237,7 +237,8 @@ def checkout_root(repository: str) -> str:
 def discover(repositories: list[str], name: str, what: str, option: str) -> str | None:
     """The file `name` nearest to the first repository that has one, looking in the repository and each
     directory above it up to its checkout root (checkout_root). One that is a symbolic link out of that
-    checkout is refused (its contents would reach the report): InputError."""
+    checkout is refused (its contents would reach the report): InputError. One that someone else may have
+    put there is passed over with a warning (customops.ownership), and so is everything above it."""
     for repo in repositories:
         top = checkout_root(repo)
         directory = os.path.abspath(repo)
@@ -249,6 +250,8 @@ def discover(repositories: list[str], name: str, what: str, option: str) -> str 
                     raise InputError(candidate, f"a symbolic link out of the model repository or its checkout "
                                      f"(to {printable(real)}), not followed (pass {option} to use {what} kept "
                                      "elsewhere)")
+                if ownership.ignored(candidate, what):
+                    break
                 return candidate
             if directory == top or os.path.dirname(directory) == directory:
                 break
