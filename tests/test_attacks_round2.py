@@ -274,3 +274,38 @@ def test_the_users_own_manifest_in_a_checkout_under_a_sticky_shared_directory_is
     result = customops(["check", str(repository), "--container-root", str(tree / "container"), "--format", "json"],
                        tmp_path)
     assert codes_of(result) == [] and "warning" not in result.stderr, result.stderr
+
+
+# -- 9. the dry run's command, run by a shell ---------------------------------------------------------------
+
+@pytest.mark.parametrize("program", ["bin=x/tritonserver", "tritonserver", "sp ace/tritonserver", "it's/$(id)`x`",
+                                     "if", "-dash/tritonserver"])
+@pytest.mark.parametrize("preload", [True, False])
+def test_the_dry_run_prints_a_command_a_posix_shell_runs_as_given(tree, tmp_path, program, preload):
+    """`env LD_PRELOAD=... bin=x/tritonserver ...` ran nothing (env read the program as an assignment): the
+    printed command, given to sh -c, starts that very program with exactly the arguments and environment."""
+    repository = tmp_path / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    if preload:
+        gcc_shared(repository / "libpre.so", "int pre(void) { return 1; }\n")
+        (repository / "customops.toml").write_text('[host]\npreload = ["libpre.so"]\n')
+    server = tmp_path / "work" / program
+    server.parent.mkdir(parents=True, exist_ok=True)
+    server.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_tritonserver.py").read_text())
+    server.chmod(0o755)
+    record = tmp_path / "record.json"
+    argv = [f"./{program}" if "/" not in program else program, f"--model-repository={repository}",
+            "--log-info=a b'c"]
+    dry = customops(["launch", "--dry-run", "--warn-only", "--container-root", str(tree / "container"), "--", *argv],
+                    tmp_path, cwd=server.parent.parent if "/" in program else server.parent)
+    assert dry.returncode == 0, dry.stderr
+    [line] = dry.stdout.splitlines()
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",)} | {"FAKE_SERVER_RECORD": str(record)}
+    ran = subprocess.run(["sh", "-c", "--", line], cwd=server.parent.parent if "/" in program else server.parent, env=env,
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert ran.returncode == 0, (line, ran.stderr)
+    got = json.loads(record.read_text())
+    assert got["argv"] == argv[1:], line
+    # the container's path: the repository is mounted at /models there
+    assert got["env"]["LD_PRELOAD"] == ("/models/libpre.so" if preload else None)

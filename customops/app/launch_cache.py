@@ -66,7 +66,28 @@ def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts,
 
 
 def command_line(argv: list[str], environment: dict[str, str]) -> str:
-    """Copy-pasteable: `env VAR=... tritonserver ...` reproduces the launch."""
+    """Copy-pasteable: a POSIX shell runs it as given, and it reproduces the launch: `env VAR=... PROGRAM ARGS`.
+    A program whose name holds `=` would be one more assignment to env (and to a shell), so it gets the shell's
+    own assignment prefix instead, with the program quoted: `VAR=... 'bin=x/tritonserver' ARGS`."""
     assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(environment.items())]
-    words = [*map(shlex.quote, argv)]
-    return " ".join(["env", *assignments, *words]) if assignments else " ".join(words)
+    program, *args = argv or [""]
+    words = [_program_word(program), *map(shlex.quote, args)]
+    if assignments and "=" not in program:
+        return " ".join(["env", *assignments, *words])
+    return " ".join([*assignments, *words])
+
+
+# words a shell reads as its syntax in a command's first place: quoted there, they name a program
+SHELL_WORDS = frozenset(["case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
+                         "select", "then", "time", "until", "while"])  # `!`, `{`, `[[`: shlex.quote quotes them
+
+
+def _program_word(program: str) -> str:
+    """The program as the command's first word: quoted when it would otherwise read as an assignment or as
+    the shell's own syntax (shlex.quote leaves `=` and a reserved word bare), and `./-dir/x` for `-dir/x`."""
+    if program.startswith("-"):  # a relative path (serverargs refuses an option there): not one to env or sh
+        program = "./" + program
+    quoted = shlex.quote(program)
+    if quoted == program and ("=" in program or program in SHELL_WORDS):
+        return f"'{program}'"
+    return quoted
