@@ -176,3 +176,27 @@ def test_a_profile_whose_recorded_command_line_the_server_refuses_is_refused_whe
                        "--model-repository=/models", "--load-model=t", cwd=tmp_path)
     assert result.returncode == 2 and "--model-control-mode=explicit" in result.stderr, result.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_launch_models_the_library_path_it_execs_the_server_with(container, tmp_path):
+    """The server inherits launch's own LD_LIBRARY_PATH after customops' directories (kept as it is: an empty
+    entry is the working directory): its check must model that very value. A preload whose dependency lies
+    only in an inherited directory loads in the server; launch refused it (CO302) while it ignored the value."""
+    dependency = gcc_shared(container / "opt" / "extra" / "libextradep.so", "int dep_fn(void) { return 1; }\n",
+                            "-Wl,-soname,libextradep.so")
+    repo = tmp_path / "models"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    gcc_shared(repo / "libpre.so", "int dep_fn(void); int pre(void) { return dep_fn(); }\n",
+               f"-L{dependency.parent}", "-lextradep")
+    (repo / "customops.toml").write_text('[host]\npreload = ["libpre.so"]\n')
+    command = ["launch", "--dry-run", "--container-root", str(container), "--", "tritonserver",
+               f"--model-repository={repo}"]
+    env = {**os.environ, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    env.pop("LD_PRELOAD", None)
+    refused = subprocess.run([sys.executable, "-m", "customops", *command], capture_output=True, text=True,
+                             env={k: v for k, v in env.items() if k != "LD_LIBRARY_PATH"}, timeout=300)
+    assert refused.returncode == 1 and "CO302" in refused.stderr, refused.stderr
+    started = subprocess.run([sys.executable, "-m", "customops", *command], capture_output=True, text=True,
+                             env={**env, "LD_LIBRARY_PATH": "::/opt/extra"}, timeout=300)
+    assert started.returncode == 0, started.stderr

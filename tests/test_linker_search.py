@@ -4,6 +4,7 @@ directories, hwcaps subdirectories, dynamic string tokens, and which candidates 
 import io
 import os
 
+import pytest
 from conftest import needs_toolchain
 from oracle import agree
 from rich.console import Console
@@ -104,6 +105,30 @@ def test_an_empty_ld_library_path_entry_is_the_current_directory(linker, loader,
                                                 (Dlopen(user, calls=("call_where",)),)))
     assert prediction.outcomes[-1].ok
     assert oracle.calls == [("call_where", "3")]
+
+
+def test_an_empty_ld_library_path_is_no_list_at_all_not_the_current_directory(linker, loader, tree):
+    """_dl_init_paths ignores an empty value; only an empty entry of a non-empty list means `.`."""
+    prediction, oracle = agree(linker, Scenario(loader, Environment(library_path="", cwd=f"{tree}/g/d_llp"),
+                                                (Dlopen(f"{tree}/g/libuse_bare.so", calls=("call_where",)),)))
+    assert prediction.outcomes[-1].status == "failed" and oracle.calls == []
+
+
+@pytest.mark.parametrize("value", [":{d}", "{d}:", "::{d}", ";{d}", "{d};;", " {d}"])
+def test_ld_library_path_entries_empty_leading_trailing_and_semicolon_separated(linker, loader, tree, value):
+    """Empty entries (leading, trailing, doubled `:` or `;`) are the working directory, `;` separates as `:`
+    does, and a space is part of a directory's name: the model and ld.so agree on every form."""
+    agree(linker, Scenario(loader, Environment(library_path=value.format(d=f"{tree}/g/d_llp"), cwd="/"),
+                           (Dlopen(f"{tree}/g/libuse_bare.so", calls=("call_where",)),)))
+
+
+@pytest.mark.parametrize("separator", [" ", ":", "  ", " : ", "\t", ";"])
+def test_ld_preload_entries_separated_as_handle_preload_list_separates_them(linker, loader, tree, separator):
+    """handle_preload_list splits at spaces and colons, skipping empty entries; a tab or `;` is part of a name
+    (then no such file: ld.so warns and goes on)."""
+    first, second = f"{tree}/g/d_llp/libw.so", f"{tree}/g/libuse_bare.so"
+    agree(linker, Scenario(loader, Environment(preload=separator.join([first, second]),
+                                               library_path=f"{tree}/g/d_llp"), ()))
 
 
 def test_a_trailing_space_in_ld_library_path_is_part_of_the_directory(linker, loader, tree):

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from customops.app.check import run_check
+from customops.app.inherited import Inherited
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 
@@ -31,7 +32,8 @@ def _repository(tree: Path, tmp_path: Path, preloads: list[str]) -> tuple[Path, 
 def _check(root: Path, models: Path, extra_preload: str | None = None):  # type: ignore[no-untyped-def]
     manifest = load_manifest(str(models / "customops.toml"))
     container = from_root(str(root))
-    return run_check([str(models)], manifest, container, (), extra_preload=extra_preload)
+    inherited = Inherited(preload=extra_preload, preload_first=True)  # before customops' entries, as it was
+    return run_check([str(models)], manifest, container, (), inherited=inherited)
 
 
 def test_a_preload_path_with_a_space_does_not_shift_the_findings_onto_the_next_preload(tree, tmp_path):

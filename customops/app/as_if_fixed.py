@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from customops.app.inherited import NOTHING_INHERITED, Inherited
 from customops.app.scenario import pair_outcomes, scenario_for
 from customops.elf.cache import ElfReader
 from customops.linker.prediction import Prediction
@@ -31,18 +32,18 @@ class ModelledRun:
 
 
 def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerTarget, reader: ElfReader,
-                  extra_preload: str | None = None) -> list[ModelledRun]:
+                  inherited: Inherited = NOTHING_INHERITED) -> list[ModelledRun]:
     """The server as it is, then, while a run dies, the same server with the cause left out."""
     linker = Linker(target, reader)
-    scenario = scenario_for(plan, executable, ctx, extra_preload)
+    scenario = scenario_for(plan, executable, ctx, inherited)
     prediction = linker.run(scenario)
-    runs = [ModelledRun(prediction, pair_outcomes(plan, prediction, extra_preload))]
+    runs = [ModelledRun(prediction, pair_outcomes(plan, prediction, inherited))]
     if _death(prediction) is None:
         return runs
     fixes: list[str] = []
     left_out: set[str] = set()
     if _death(prediction) is StepKind.STARTUP:
-        started = _starting(plan, executable, ctx, linker, extra_preload)
+        started = _starting(plan, executable, ctx, linker, inherited)
         if started is None:  # it does not start even without the plan's preloads: nothing else can be modelled
             return runs
         kept, prediction = started
@@ -50,7 +51,7 @@ def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerT
         fixes.append(f"the server starts without {', '.join(dropped)}")
         left_out.update(dropped)
         plan = replace(plan, preloads=kept)
-        scenario = scenario_for(plan, executable, ctx, extra_preload)
+        scenario = scenario_for(plan, executable, ctx, inherited)
     for _ in range(len(scenario.steps)):
         dead = _dead_dlopen(prediction)
         if dead is None:
@@ -62,7 +63,7 @@ def modelled_runs(plan: LoadPlan, executable: str, ctx: Context, target: LinkerT
     if _death(prediction) is not None:
         return runs
     assumes = " and ".join(fixes) + " (what stops it is reported on its own)"
-    return [*runs, ModelledRun(prediction, pair_outcomes(plan, prediction, extra_preload), assumes,
+    return [*runs, ModelledRun(prediction, pair_outcomes(plan, prediction, inherited), assumes,
                                frozenset(left_out))]
 
 
@@ -79,21 +80,21 @@ def _dead_dlopen(prediction: Prediction) -> StepOutcome | None:
 
 
 def _starting(plan: LoadPlan, executable: str, ctx: Context, linker: Linker,
-              extra_preload: str | None) -> tuple[tuple[LoadStep, ...], Prediction] | None:
+              inherited: Inherited) -> tuple[tuple[LoadStep, ...], Prediction] | None:
     """The plan's preloads that the server still starts with, added back one at a time in order (every
     broken one is left out, not only the first), and the run with them; None when it does not start even
     without any of them."""
     kept: tuple[LoadStep, ...] = ()
-    prediction = linker.run(_with_preloads(plan, kept, executable, ctx, extra_preload))
+    prediction = linker.run(_with_preloads(plan, kept, executable, ctx, inherited))
     if _death(prediction) is StepKind.STARTUP:
         return None
     for step in plan.preloads:
-        trial = linker.run(_with_preloads(plan, (*kept, step), executable, ctx, extra_preload))
+        trial = linker.run(_with_preloads(plan, (*kept, step), executable, ctx, inherited))
         if _death(trial) is not StepKind.STARTUP:
             kept, prediction = (*kept, step), trial
     return kept, prediction
 
 
 def _with_preloads(plan: LoadPlan, preloads: tuple[LoadStep, ...], executable: str, ctx: Context,
-                   extra_preload: str | None) -> Scenario:
-    return scenario_for(replace(plan, preloads=preloads), executable, ctx, extra_preload)
+                   inherited: Inherited) -> Scenario:
+    return scenario_for(replace(plan, preloads=preloads), executable, ctx, inherited)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from customops import progress
 from customops.app import suppressions
 from customops.app.as_if_fixed import ModelledRun, modelled_runs
+from customops.app.inherited import NOTHING_INHERITED, Inherited
 from customops.app.planning import build_plan
 from customops.app.text_locations import with_text_locations
 from customops.codes import Severity
@@ -70,7 +71,7 @@ def dependencies(result: CheckResult) -> list[str]:
 
 def run_check(repositories: list[str], manifest: Manifest, container: Container, mounts: tuple[tuple[str, str], ...],
               config_name: str | None = None, only_models: set[str] | None = None,
-              reader: ElfReader | None = None, extra_preload: str | None = None,
+              reader: ElfReader | None = None, inherited: Inherited = NOTHING_INHERITED,
               server_plugins: tuple[str, ...] = (), probe: ProbeSettings | None = None,
               auto_complete: bool = True, model_namespacing: bool = False) -> CheckResult:
     """`probe`: also load the op libraries with the real frameworks, in isolated child processes;
@@ -104,7 +105,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
                          "server's loads are not modelled")
         if executable is not None:
             progress.stage("modelling the server's loads")
-            runs = modelled_runs(plan, executable, ctx, target, reader, extra_preload)
+            runs = modelled_runs(plan, executable, ctx, target, reader, inherited)
             prediction, step_outcomes = runs[0].prediction, runs[0].outcomes
             rules = rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
             findings += _every_problem(rules, runs)

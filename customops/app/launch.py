@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from customops import ownership
+from customops.app.inherited import Inherited
 from customops.app.launch_cache import command_line
 from customops.app.server_command import host_repositories, settings
 from customops.app.shown import shown
@@ -93,7 +94,8 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     if run_the_check:
         check = run_check(list(host_repositories(args, root, mounts)), manifest, container, mounts,
                           server.model_config_name, set(server.models) if server.models is not None else None,
-                          extra_preload=environ.get("LD_PRELOAD"), server_plugins=server.plugins,
+                          inherited=Inherited(environ.get("LD_PRELOAD"), environ.get("LD_LIBRARY_PATH"),
+                                              existing_preload == "first"), server_plugins=server.plugins,
                           probe=probe(container) if probe else None, reader=reader,
                           auto_complete=server.auto_complete, model_namespacing=server.model_namespacing)
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
@@ -153,9 +155,9 @@ def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tupl
     if ours:
         merged = [*ours, *existing] if existing_preload == "last" else [*existing, *ours]
         environment["LD_PRELOAD"] = ":".join(dict.fromkeys(merged))
-    if plan.library_path:
-        current = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p]
-        environment["LD_LIBRARY_PATH"] = ":".join(dict.fromkeys([*plan.library_path, *current]))
+    if plan.library_path:  # the inherited value kept as it is: an empty entry in it is the working directory
+        environment["LD_LIBRARY_PATH"] = Inherited(library_path=environ.get("LD_LIBRARY_PATH")).library_path_with(
+            tuple(dict.fromkeys(plan.library_path))) or ""
     plugins = _plugins(manifest, root, mounts)
     argv = with_plugins(args, plugins)
     return argv, environment, [a for a in argv if a not in server_argv]

@@ -111,7 +111,7 @@ class LibrarySearch:
         gives its failure."""
         trace = _Trace()
         found = self._in_rpaths(name, loader, trace)
-        if found is None and self.env.library_path is not None:
+        if found is None and self.env.library_path:  # _dl_init_paths: an empty value is no list at all
             dirs = self.env.library_path.replace(";", ":").split(":")
             found = self._try_dirs(name, self._expand_list(tuple(dirs), self.main), "LD_LIBRARY_PATH", trace)
         if found is None and loader.info.runpath:
