@@ -302,10 +302,41 @@ def test_the_dry_run_prints_a_command_a_posix_shell_runs_as_given(tree, tmp_path
     assert dry.returncode == 0, dry.stderr
     [line] = dry.stdout.splitlines()
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",)} | {"FAKE_SERVER_RECORD": str(record)}
-    ran = subprocess.run(["sh", "-c", "--", line], cwd=server.parent.parent if "/" in program else server.parent, env=env,
-                         capture_output=True, text=True, timeout=TIMEOUT)
+    where = server.parent.parent if "/" in program else server.parent
+    ran = subprocess.run(["sh", "-c", "--", line], cwd=where, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert ran.returncode == 0, (line, ran.stderr)
     got = json.loads(record.read_text())
     assert got["argv"] == argv[1:], line
     # the container's path: the repository is mounted at /models there
     assert got["env"]["LD_PRELOAD"] == ("/models/libpre.so" if preload else None)
+
+
+# -- 7. a NUL byte in a config's strings --------------------------------------------------------------------
+
+NUL_CONFIGS = {
+    "op_library_filename": 'backend: "tensorflow"\nplatform: "tensorflow_savedmodel"\n'
+                           'model_operations { op_library_filename: "ops/lib\\000evil.so" }\n',
+    "default_model_filename": 'backend: "onnxruntime"\ndefault_model_filename: "m\\x00.onnx"\n',
+    "backend": 'backend: "onnx\\0runtime"\n',
+    "parameters": 'backend: "onnxruntime"\nparameters { key: "a\\u0000b" value { string_value: "x" } }\n',
+}
+
+
+@pytest.mark.parametrize("field", list(NUL_CONFIGS))
+@pytest.mark.parametrize("command", ["check", "check --format sarif", "launch"])
+def test_a_nul_byte_in_a_config_string_is_bad_input_naming_the_file_and_line(tree, tmp_path, field, command):
+    """`op_library_filename: "ops/lib\\000evil.so"` was an internal error (embedded null byte): the server's C
+    calls would see the string cut at the NUL, so the config is refused, one line, exit 2, never a traceback."""
+    repository = tmp_path / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    config = repository / "m" / "config.pbtxt"
+    config.write_text(NUL_CONFIGS[field])
+    container = str(tree / "container")
+    args = (["launch", "--dry-run", "--container-root", container, "--", "tritonserver",
+             f"--model-repository={repository}"] if command == "launch"
+            else [*command.split(), str(repository), "--container-root", container])
+    result = customops(args, tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    [line] = result.stderr.splitlines()
+    expected_line = NUL_CONFIGS[field].split("\n").index(next(t for t in NUL_CONFIGS[field].split("\n") if "\\" in t))
+    assert line.startswith(f"customops: {config}: line {expected_line + 1}: {field} holds a NUL byte"), line

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from customops import packagedata
-from customops.errors import CustomopsError
+from customops.errors import CustomopsError, InputError
 
 UNKNOWN_FIELD = re.compile(r'Message type "(?P<type>[\w.]+)" has no field named "(?P<name>[^"]+)"')
 UNKNOWN_ENUM = re.compile(r'Enum type "(?P<type>[\w.]+)" has no value named (?P<name>\w+)')
@@ -85,7 +85,44 @@ def parse_config(text: str, path: str) -> tuple[Any | None, ConfigError | None]:
         reason = message.split(" : ", 1)[1] if " : " in message else message
         line, column = _within(text, exc.GetLine(), exc.GetColumn())
         return None, ConfigError(path, line, column, _with_suggestion(reason))
+    _refuse_nul(config, text, path)
     return config, None
+
+
+NUL_ESCAPE = re.compile(r"\\(?:0|x0|u0000|U00000000)")  # the text format's ways of writing a NUL byte
+
+
+def _refuse_nul(config: Any, text: str, path: str) -> None:
+    """A string field holding a NUL byte (`op_library_filename: "ops/lib\\000x.so"`) means one thing to the
+    config and another to every C API the server passes it to (dlopen sees the string cut at the NUL): bad
+    input, InputError at the line that writes it, never a path handed to the file system."""
+    found = _nul_field(config)
+    if found is None:
+        return
+    field, value = found
+    line = next((n for n, t in enumerate(text.split("\n"), 1) if NUL_ESCAPE.search(t)), None)
+    where = f"line {line}: " if line else ""
+    raise InputError(path, f"{where}{field} holds a NUL byte, so the server's C calls see it cut there "
+                           f"({value.split(chr(0))[0]!r}); not checked: remove the byte")
+
+
+def _nul_field(message: Any) -> tuple[str, str] | None:
+    """(field name, value) of the first string anywhere in `message` that holds a NUL byte."""
+    for descriptor, value in message.ListFields():
+        if isinstance(value, (str, bytes, int, float)) or hasattr(value, "ListFields"):
+            values = [value]  # one value: a string, a number (an enum, a bool), a message
+        elif hasattr(value, "items"):  # a map field: its keys and values
+            values = [*value.keys(), *value.values()]
+        else:  # a repeated field (upb's containers are sequences without __iter__)
+            values = list(value)
+        for item in values:
+            if isinstance(item, str) and "\0" in item:
+                return descriptor.name, item
+            if hasattr(item, "ListFields"):
+                found = _nul_field(item)
+                if found is not None:
+                    return found
+    return None
 
 
 def _within(text: str, line: int | None, column: int | None) -> tuple[int | None, int | None]:
