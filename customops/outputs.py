@@ -16,6 +16,7 @@ A file that cannot be written is one line naming it, exit 2.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -73,7 +74,7 @@ def _parent(output: str) -> tuple[int, str]:
         path = os.path.relpath(path, cwd)
     head, name = os.path.split(path)
     if not name or name in (".", ".."):
-        raise InputError(output, "not a file name")
+        raise InputError(output, os.strerror(errno.EISDIR))
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     try:
         if os.path.isabs(path):
@@ -113,7 +114,7 @@ def _last(parent: int, name: str, output: str) -> int | None:
     if stat.S_ISBLK(st.st_mode):
         raise InputError(output, "a block device, not written")
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(output, "a directory")
+        raise InputError(output, os.strerror(errno.EISDIR))
     return None if stat.S_ISREG(st.st_mode) else _open_at(parent, name, output, follow=False)
 
 

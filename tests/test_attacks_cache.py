@@ -24,7 +24,7 @@ from customops import cachedir
 from customops.app.launch_cache import VERDICT_SHAPE
 from customops.app.report_cache import REPORT_SHAPE
 from customops.commands.scan import RECORD_SHAPE
-from customops.elf.cache import FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
+from customops.elf.cache import _HEADER, FORMAT, StaleEntry, _CachedParser, decode_relocations, encode_entry
 from customops.elf.parse import open_mapped, parse_elf
 from customops.elf.records import FileIdentity
 from customops.probe.frameworks import ProbeResult
@@ -104,10 +104,9 @@ def _old_format_entry_without_needed(data: bytes) -> bytes:
 
 def _no_relocations(data: bytes) -> bytes:
     """A well-formed entry of the current format that claims the file relocates no symbol."""
-    header = struct.Struct("<8sQQQqII")
-    fields = list(header.unpack_from(data, 0))
+    fields = list(_HEADER.unpack_from(data, 0))
     fields[-1] = 0
-    return header.pack(*fields)
+    return _HEADER.pack(*fields)
 
 
 ELF_EDITS = {
@@ -205,11 +204,10 @@ def test_an_entry_that_drops_the_files_references_is_caught_by_the_spot_check(tr
 
 
 def test_the_relocation_classes_of_an_entry_are_checked_against_the_file():
-    identity = FileIdentity(1, 2, 3, 4)
-    header = struct.Struct("<8sQQQqII")
+    identity = FileIdentity(1, 2, 3, 4, 5)
 
     def entry(indices: list[int], classes: list[int], first: list[int], count: int = 10) -> bytes:
-        return (header.pack(FORMAT, 1, 2, 3, 4, count, len(indices)) + struct.pack(f"<{len(indices)}I", *indices)
+        return (_HEADER.pack(FORMAT, 1, 2, 3, 4, 5, count, len(indices)) + struct.pack(f"<{len(indices)}I", *indices)
                 + struct.pack(f"<{len(first)}I", *first) + bytes(classes))
 
     reloc_class, reloc_first = decode_relocations(entry([1, 5], [2, 1], [0, 3]), identity, 10)
