@@ -6,7 +6,11 @@
 # status, 1 for this example, is printed last); non-zero when the set-up failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python=${PYTHON:-python3}
+# the interpreter that makes .venv (as scripts/test.sh chooses it): $PYTHON, else /usr/bin/python3, else python3
+if [ -n "${PYTHON:-}" ]; then python=$PYTHON
+elif [ -x /usr/bin/python3 ]; then python=/usr/bin/python3
+else python=python3
+fi
 say() { echo "example.sh: $*" >&2; }
 
 if [ ! -x .venv/bin/python ]; then

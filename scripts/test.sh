@@ -2,23 +2,44 @@
 # Run the whole test suite on a fresh Debian machine with Python >= 3.10, gcc and g++.
 # Installs what the tests need into .venv (customops, pytest, and the real frameworks the tests load:
 # torch 2.13.0 CPU, tensorflow-cpu, onnxruntime), plus, when run as root with apt, the 32-bit and
-# foreign-architecture toolchains the ELF reader is tested with. Extra arguments go to pytest.
+# foreign-architecture toolchains the ELF reader is tested with and the interpreter's shared libpython.
+# The interpreter: $PYTHON, else the system's /usr/bin/python3 where it exists (Debian's), else python3 on
+# PATH; .venv is made again when it was made by another interpreter (another version or installation).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ -n "${PYTHON:-}" ]; then python=$PYTHON
+elif [ -x /usr/bin/python3 ]; then python=/usr/bin/python3
+else python=python3
+fi
+# "3.11.2 /usr": the version and the installation (sys.base_prefix), the same inside a venv as in its interpreter
+identity='import platform, sys; print(platform.python_version(), sys.base_prefix)'
+want=$("$python" -c "$identity")
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   gcc -m32 -xc -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || missing+=(gcc-multilib)
   command -v s390x-linux-gnu-as >/dev/null || missing+=(binutils-s390x-linux-gnu)
   command -v aarch64-linux-gnu-as >/dev/null || missing+=(binutils-aarch64-linux-gnu)
+  # the interpreter's shared library (tests preload it into a server), which Debian ships as libpython3.X
+  libpython=$("$python" -c 'import sysconfig as s, os
+d, n = s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME") or ""
+print("" if ".so" not in n or os.path.exists(os.path.join(d, n)) else "libpython" + s.get_python_version())')
+  if [ -n "$libpython" ] && dpkg -S "$(readlink -f "$(command -v "$python")")" >/dev/null 2>&1; then
+    missing+=("$libpython")
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing toolchains: ${missing[*]}"
+    echo "installing with apt-get: ${missing[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null \
       || echo "warning: could not install ${missing[*]}; tests that need them will be skipped"
   fi
 fi
 
-python=${PYTHON:-python3}
+if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c "$identity" 2>/dev/null)" != "$want" ]; then
+  echo "recreating .venv: it was made by Python $(.venv/bin/python -c "$identity" 2>/dev/null || echo '(broken)'), not by $python ($want)"
+  rm -rf .venv
+fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip_quiet() { .venv/bin/python -m pip install -q "$@" > .venv/pip.log 2>&1 || { cat .venv/pip.log; exit 1; }; }
 pip_quiet --upgrade pip
@@ -27,6 +48,6 @@ pip_quiet --upgrade pip
 pip_quiet -e ".[test,torch,tensorflow,onnxruntime]" "torch==2.13.0" "tensorflow-cpu==2.21.0" "setuptools>=77"
 # published TensorFlow op libraries; --no-deps because it requires `tensorflow`, not tensorflow-cpu
 pip_quiet --no-deps "tensorflow-text==2.21.1"
-# a published ONNX Runtime custom-op library
-pip_quiet onnxruntime-extensions
+# a published ONNX Runtime custom-op library (the version the tests' expectations were read from)
+pip_quiet "onnxruntime-extensions==0.15.2"
 .venv/bin/python -m pytest -n 2 "$@"

@@ -74,7 +74,15 @@ def build_sdist(work: Path) -> Path:
 def unpack(sdist: Path, dest: Path) -> Path:
     """The sdist's tree, unpacked under `dest`."""
     with tarfile.open(sdist) as archive:
-        archive.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+ (PEP 706)
+            archive.extractall(dest, filter="data")
+        else:  # Debian 12's 3.11.2: the same refusals, for the members an sdist holds (files and directories)
+            for member in archive.getmembers():
+                name = Path(member.name)
+                if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
+                    raise tarfile.TarError(f"refusing sdist member {member.name!r} ({member.type!r})")
+                member.mode = (member.mode | 0o600) & 0o755 if member.isfile() else 0o755
+            archive.extractall(dest)  # every member checked above
         top = archive.getnames()[0].split("/")[0]
     return dest / top
 

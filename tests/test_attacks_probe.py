@@ -127,11 +127,15 @@ MODES = {
 }
 
 
+@functools.cache
 def system_python_runs_customops() -> bool:
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
+    """Whether uid 65534 can run customops from this checkout with SYSTEM_PYTHON: not where a directory above
+    the checkout is closed to others (a clone in a 0700 home, as /root is on Debian)."""
+    if not os.access(SYSTEM_PYTHON, os.X_OK) or not shutil.which("setpriv"):
         return False
-    check = subprocess.run([SYSTEM_PYTHON, "-c", "import customops.probe.frameworks"], env={"PYTHONPATH": str(ROOT)},
-                           capture_output=True)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if IS_ROOT else []
+    check = subprocess.run([*as_nobody, SYSTEM_PYTHON, "-c", "import customops.probe.frameworks"],
+                           env={"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}, cwd="/", capture_output=True)
     return check.returncode == 0
 
 
@@ -142,7 +146,8 @@ def mode(request: pytest.FixtureRequest) -> Mode:
         if not IS_ROOT:
             pytest.skip("needs root: it runs the checker or the probe as uid 65534")
         if not shutil.which("setpriv") or not system_python_runs_customops():
-            pytest.skip(f"needs setpriv and a {SYSTEM_PYTHON} that uid 65534 can run customops with")
+            pytest.skip(f"needs setpriv and a {SYSTEM_PYTHON} that uid 65534 can run customops with from {ROOT} "
+                        "(every directory above it searchable by others: not so in a 0700 home)")
     return chosen
 
 

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -89,8 +88,7 @@ def published(real_root):  # type: ignore[no-untyped-def]
     (repo / "pt_ops" / "config.pbtxt").write_text('backend: "pytorch"\n')
     # The frameworks below run in a Python process, where libpython is in the global scope; the server gets
     # the same only by preloading it, as Triton's own QA does for op libraries that import Python symbols.
-    libpython = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
-    place(libpython, repo / "host" / libpython.name)
+    libpython = real_container.place_libpython(real_root, repo / "host")
     (repo / "customops.toml").write_text(f'[pytorch]\nops = ["pt_ops/{aoti.name}"]\n'
                                          f'[host]\npreload = ["host/{libpython.name}"]\n')
     return libraries, run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(real_root)),
@@ -544,8 +542,7 @@ def test_launch_with_probe_does_not_start_a_server_whose_onnx_model_uses_an_op_i
     # The library imports Python symbols (see above): the deployment preloads libpython, from outside the
     # model repository (where every directory is a model).
     deploy = real_root / "deploy"
-    libpython = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
-    place(libpython, deploy / "host" / libpython.name)
+    libpython = real_container.place_libpython(real_root, deploy / "host")
     (deploy / "customops.toml").write_text(f'[host]\npreload = ["host/{libpython.name}"]\n')
 
     def launch(*options: str) -> subprocess.CompletedProcess:

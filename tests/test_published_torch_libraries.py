@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -136,8 +135,7 @@ def check(root: Path, libraries: dict[str, Path], model: tuple[str, Path, Path] 
         ops.append(f'"pt/ops/{key}/{library.name}"')
     manifest = f"[pytorch]\nops = [{', '.join(ops)}]\n"
     if python:
-        libpython = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
-        real_container.place(libpython, repo / "pt" / "host" / libpython.name)
+        libpython = real_container.place_libpython(root, repo / "pt" / "host")
         manifest += f'[host]\npreload = ["pt/host/{libpython.name}"]\n'
     (repo / "customops.toml").write_text(manifest)
     if model:

@@ -160,7 +160,9 @@ def can_isolate() -> str | None:
     for tool in ("unshare", "chroot", "mount"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed"
-    return None
+    from oracle import why_no_mount_namespace  # / must be a mount point (not so in a plain chroot)
+
+    return why_no_mount_namespace()
 
 
 Repositories = str | Path | Sequence[tuple[str | Path, str]]
