@@ -13,10 +13,13 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from elf_tools import gcc_shared
+
+from customops.linker.target import target_for_root
 
 TIMEOUT = 120
 IS_ROOT = os.geteuid() == 0
@@ -340,3 +343,68 @@ def test_a_nul_byte_in_a_config_string_is_bad_input_naming_the_file_and_line(tre
     [line] = result.stderr.splitlines()
     expected_line = NUL_CONFIGS[field].split("\n").index(next(t for t in NUL_CONFIGS[field].split("\n") if "\\" in t))
     assert line.startswith(f"customops: {config}: line {expected_line + 1}: {field} holds a NUL byte"), line
+
+
+# -- 6. ld.so.conf that explodes ----------------------------------------------------------------------------
+
+def conf_root(container: Path, conf: str) -> Path:
+    """The container without an ld.so.cache (so its ld.so.conf is read) and with `conf` as its ld.so.conf."""
+    (container / "etc").mkdir(exist_ok=True)
+    (container / "etc" / "ld.so.cache").unlink(missing_ok=True)
+    (container / "etc" / "ld.so.conf").write_text(conf)
+    return container
+
+
+def check_root(root: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    repository = tmp_path / "models"
+    (repository / "m" / "1").mkdir(parents=True, exist_ok=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    return customops(["check", str(repository), "--container-root", str(root), "--format", "json"], tmp_path)
+
+
+def test_an_include_glob_through_directory_symlinks_expands_each_directory_once(container, tmp_path):
+    """A 30-byte include through 8 symlinks back to their own directory, 7 levels deep, ran for over 100 s with
+    memory growing (8^7 names for one directory): each directory a wildcard reaches is expanded once."""
+    loops = container / "etc" / "loops"
+    loops.mkdir(parents=True)
+    for i in range(8):
+        (loops / f"l{i}").symlink_to(".")
+    (loops / "x.conf").write_text("/opt/found\n")
+    root = conf_root(container, "include /etc/loops/*/*/*/*/*/*/*/x.conf\n")
+    started = time.monotonic()
+    assert target_for_root(str(root)).conf_dirs == ("/opt/found",)
+    assert time.monotonic() - started < 10
+    result = check_root(root, tmp_path)
+    assert result.returncode in (0, 1), result.stderr
+
+
+def test_a_chain_of_3000_include_files_is_bad_input_not_a_recursion_error(container, tmp_path):
+    conf_d = container / "etc" / "chain"
+    conf_d.mkdir(parents=True)
+    for i in range(3000):
+        (conf_d / f"{i}.conf").write_text(f"include /etc/chain/{i + 1}.conf\n/opt/d{i}\n")
+    root = conf_root(container, "include /etc/chain/0.conf\n")
+    result = check_root(root, tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr[-500:])
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"customops: {root}/etc/ld.so.conf: its includes nest more than"), line
+
+
+def test_includes_that_name_too_many_files_are_bad_input(container, tmp_path):
+    wide = container / "etc" / "wide"
+    wide.mkdir(parents=True)
+    for i in range(1200):
+        (wide / f"{i:04}.conf").write_text(f"/opt/w{i}\n")
+    result = check_root(conf_root(container, "include /etc/wide/*.conf\n"), tmp_path)
+    assert result.returncode == 2 and "more than 1000 files" in result.stderr, result.stderr[-500:]
+
+
+def test_nested_includes_keep_ldconfigs_order(container):
+    """Depth first, in the order written: the explicit stack reads as the recursion did."""
+    (container / "etc" / "d").mkdir(parents=True)
+    (container / "etc" / "d" / "a.conf").write_text("/opt/a1\ninclude /etc/d/inner.conf\n/opt/a2\n")
+    (container / "etc" / "d" / "b.conf").write_text("/opt/b\n")
+    (container / "etc" / "d" / "inner.conf").write_text("/opt/inner\n")
+    root = conf_root(container, "/opt/first\ninclude /etc/d/[ab].conf\n/opt/last\n")
+    assert target_for_root(str(root)).conf_dirs == ("/opt/first", "/opt/a1", "/opt/inner", "/opt/a2", "/opt/b",
+                                                    "/opt/last")

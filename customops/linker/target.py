@@ -12,7 +12,6 @@ and ELF class are those of the target's own programs (elf/dl-cache.c matches ld.
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING
 from customops import chroot, safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64
 from customops.errors import InputError
+from customops.linker.ldconf import read_conf
 
 if TYPE_CHECKING:  # what reads a root's files is imported when one is read: launch's cached start reads none
     from customops.linker.ldcache import LdCache
@@ -123,7 +123,7 @@ def target_for_root(root: str) -> LinkerTarget:
         lib_token=_lib_token(system_dirs),
         platform=name,
         cache=cache_,
-        conf_dirs=() if cache_ else _read_conf(root),
+        conf_dirs=() if cache_ else read_conf(root),
         assumptions=(
             "glibc-hwcaps subdirectories are not searched: they depend on the CPU the container runs on",
             "$PLATFORM assumed to be the machine name",
@@ -235,56 +235,3 @@ def _read_cache(root: str, path: str) -> LdCache | None:
         return None
     host = found[1]
     return parse_ld_cache(safeio.read_bytes(host, safeio.LD_CACHE_LIMIT), host)
-
-
-def _read_conf(root: str) -> tuple[str, ...]:
-    """ld.so.conf and its include globs, all inside the root; ld.so itself reads only the cache, ldconfig
-    reads these."""
-    dirs: list[str] = []
-    seen: set[str] = set()
-
-    def read(path: str) -> None:
-        found = chroot.resolve(root, (), path)
-        if found is None or found[0] in seen:
-            return
-        seen.add(found[0])
-        if os.path.isdir(found[1]):
-            return
-        text = safeio.read_text(found[1], safeio.SMALL_TEXT_LIMIT, errors="replace")
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line.startswith("include "):
-                pattern = line.split(None, 1)[1].strip()
-                if not pattern.startswith("/"):
-                    pattern = os.path.dirname(found[0]) + "/" + pattern
-                for match in _glob_inside(root, pattern):
-                    read(match)
-            elif line:
-                dirs.append(line.rstrip("/"))
-
-    read("/etc/ld.so.conf")
-    return tuple(dirs)
-
-
-def _glob_inside(root: str, pattern: str) -> list[str]:
-    """The container paths a glob pattern matches, expanded one component at a time inside the root (as
-    glob(3) would in the container: `..` stops at its `/`, symlinks resolve inside it)."""
-    import fnmatch
-
-    matches = ["/"]
-    for part in (p for p in pattern.split("/") if p not in ("", ".")):
-        expanded = []
-        for base in matches:
-            candidate = posixpath.join(base, part)
-            if part == ".." or not any(c in part for c in "*?["):
-                expanded.append(posixpath.normpath(candidate) if part == ".." else candidate)
-                continue
-            found = chroot.resolve(root, (), base)
-            try:
-                names = sorted(os.listdir(found[1])) if found else []
-            except OSError:
-                names = []
-            expanded += [posixpath.join(base, n) for n in names
-                         if fnmatch.fnmatchcase(n, part) and (part.startswith(".") or not n.startswith("."))]
-        matches = expanded
-    return [m for m in matches if chroot.resolve(root, (), m) is not None]
