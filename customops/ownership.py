@@ -17,26 +17,35 @@ from customops.errors import printable
 
 def foreign(path: str) -> str | None:
     """Why `path` (a file or directory discovery found) may be someone else's doing, for a warning; None when
-    it is not. Symbolic links are judged by what they lead to."""
+    it is not. A symbolic link is judged as itself, where it lies, and as what it leads to."""
     try:
-        real = os.path.realpath(path)
-        st = os.stat(real)
-        if not _trusted_owner(st):
-            return f"{printable(path)} is owned by {_owner(st.st_uid)}, not by you or root"
-        if st.st_mode & 0o022:
-            return f"{printable(path)} is writable by others"
-        directory = os.path.dirname(real)
-        holder = os.stat(directory)
-        if not _trusted_owner(holder) or (holder.st_mode & 0o022 and not (
-                holder.st_mode & stat.S_ISVTX and holder.st_uid == os.geteuid())):
-            return f"its directory {printable(directory)} is writable by others or owned by {_owner(holder.st_uid)}"
-        while directory != "/":
-            directory = os.path.dirname(directory)
-            above = os.stat(directory)
-            if not _trusted_owner(above) or (above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX):
-                return f"{printable(directory)} above it can be changed by others"
+        for judged in dict.fromkeys([os.path.abspath(path), os.path.realpath(path)]):
+            reason = _judged(judged, path)
+            if reason is not None:
+                return reason
     except OSError as exc:
         return f"{printable(path)} cannot be judged: {exc.strerror or exc}"
+    return None
+
+
+def _judged(entry: str, path: str) -> str | None:
+    """The rule for one entry (`path` as discovery named it, for the warning): its owner and mode, its
+    directory's, and those of every directory above."""
+    st = os.lstat(entry)
+    if not _trusted_owner(st):
+        return f"{printable(entry)} is owned by {_owner(st.st_uid)}, not by you or root"
+    if st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode):  # a link's own mode means nothing
+        return f"{printable(entry)} is writable by others"
+    directory = os.path.dirname(entry)
+    holder = os.stat(directory)
+    if not _trusted_owner(holder) or (holder.st_mode & 0o022 and not (
+            holder.st_mode & stat.S_ISVTX and holder.st_uid == os.geteuid())):
+        return f"its directory {printable(directory)} is writable by others or owned by {_owner(holder.st_uid)}"
+    while directory != "/":
+        directory = os.path.dirname(directory)
+        above = os.stat(directory)
+        if not _trusted_owner(above) or (above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX):
+            return f"{printable(directory)} above it can be changed by others"
     return None
 
 

@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
+from customops.errors import printable
+
 DELAY = 1.0  # seconds before the first line: a run shorter than this shows nothing
 INTERVAL = 0.2
 _active: Progress | None = None
@@ -36,7 +38,7 @@ class Progress:
         self._thread.start()
 
     def stage(self, text: str) -> None:
-        self._stage = text
+        self._stage = printable(text)  # it names models and files: one printable line, no log command
 
     def stop(self) -> None:
         self._done.set()

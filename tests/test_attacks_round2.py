@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -147,17 +147,56 @@ def test_the_process_own_standard_output_is_written_as_a_stream(example, tmp_pat
     assert json.loads(result.stdout)["summary"]
 
 
-def test_a_committed_symlink_to_a_fifo_is_written_as_a_stream(example, tmp_path):
+def test_a_committed_symlink_to_a_fifo_is_refused_not_waited_on(example, tmp_path):
+    """Through a link a FIFO outside the checkout would hang the run (no reader) or, swapped for a file between
+    a check and the open, receive the report: only a FIFO named directly is a stream."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     (tmp_path / "report.json").symlink_to(fifo)
-    received: list[bytes] = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
-    reader.start()
     result = customops(example_check(example, "--format", "json", "--output", "report.json"), tmp_path)
-    reader.join(timeout=TIMEOUT)
-    assert result.returncode == 1, result.stderr
-    assert json.loads(received[0])["summary"]
+    assert result.returncode == 2 and "symbolic link" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("link", ["/proc/self/fd/4", "/dev/fd/0", "/proc/thread-self/fd/5"])
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_descriptor_path_other_than_standard_output_never_reopens_a_file_customops_reads(example, tmp_path, link,
+                                                                                           committed):
+    """`r.json -> /proc/self/fd/4` wrote the report over the container's libc, which customops had open for
+    reading at that descriptor: only standard output and error are written, through the process's own
+    descriptor; any other descriptor path is refused, committed as a link or named directly."""
+    repo, shared = example
+    container = tmp_path / "root"  # a copy: a regression must not write over the shared fixture's libc
+    shutil.copytree(shared, container, symlinks=True, copy_function=shutil.copy)
+    libc = next(container.glob("lib*/*/libc.so.6"))
+    before = libc.read_bytes()
+    target = link
+    if committed:
+        (tmp_path / "r.json").symlink_to(link)
+        target = "r.json"
+    result = customops(example_check((repo, container), "--format", "json", "--no-cache", "-o", target), tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert libc.read_bytes() == before
+
+
+def test_an_absolute_report_path_through_a_linked_working_directory_still_refuses_a_linked_directory(example,
+                                                                                                      tmp_path):
+    """`cd alias/repo; --sarif $PWD/reports/out.sarif` with alias -> real and a committed reports -> elsewhere:
+    the way to the working directory may follow links, the way below it may not."""
+    (tmp_path / "real" / "repo").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "alias").symlink_to("real")
+    (tmp_path / "real" / "repo" / "reports").symlink_to("../../elsewhere")
+    cwd = tmp_path / "alias" / "repo"
+    result = customops(example_check(example, "--sarif", f"{cwd}/reports/out.sarif"), tmp_path, cwd=cwd,
+                       PWD=str(cwd))
+    assert result.returncode == 2 and "symbolic link" in result.stderr, result.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_run_that_cannot_check_never_removes_a_file_named_like_standard_output(tmp_path):
+    (tmp_path / "-").write_text("keep\n")
+    result = customops(["check", str(tmp_path / "missing"), "--triton-release", "25.03", "-o", "-"], tmp_path)
+    assert result.returncode == 2 and (tmp_path / "-").read_text() == "keep\n"
 
 
 @pytest.mark.parametrize("command", ["check --sarif", "check --output", "profile create -o"])
@@ -408,3 +447,71 @@ def test_nested_includes_keep_ldconfigs_order(container):
     root = conf_root(container, "/opt/first\ninclude /etc/d/[ab].conf\n/opt/last\n")
     assert target_for_root(str(root)).conf_dirs == ("/opt/first", "/opt/a1", "/opt/inner", "/opt/a2", "/opt/b",
                                                     "/opt/last")
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="files of another user are made with chown, which needs root")
+def test_a_symbolic_link_another_user_planted_is_judged_as_itself_not_only_as_its_target(tree, tmp_path):
+    """`.git -> /usr` and `customops.toml -> a manifest of the victim's own`, both links owned by a stranger in a
+    shared directory: the links are the stranger's doing, whatever they lead to."""
+    shared = shared_directory(tmp_path)
+    repository = shared / "work" / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "nosuchbackend"\n')
+    own = shared / "mine" / "customops.toml"
+    own.parent.mkdir()
+    own.write_text('[check]\nignore = ["CO201"]\n')
+    (shared / ".git").symlink_to("/usr")
+    (shared / "customops.toml").symlink_to(own)
+    for link in (shared / ".git", shared / "customops.toml"):
+        os.chown(link, STRANGER, STRANGER, follow_symlinks=False)
+    result = customops(["check", str(repository), "--container-root", str(tree / "container"), "--format", "json"],
+                       tmp_path)
+    assert codes_of(result) == ["CO201"] and f"uid {STRANGER}" in result.stderr, result.stderr
+
+
+def test_env_and_the_dry_run_print_no_log_command(tree, tmp_path):
+    repository = tmp_path / "models"
+    library = gcc_shared(repository / "x##[group]y" / "libpre.so", "int pre(void) { return 1; }\n")
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    (repository / "customops.toml").write_text(f'[host]\npreload = ["{library.relative_to(repository)}"]\n')
+    server = ["--", "tritonserver", f"--model-repository={repository}", "--backend-config=python,x=##VSO[task.y]"]
+    for command in (["env"], ["launch", "--dry-run", "--warn-only"]):
+        result = customops([*command, "--container-root", str(tree / "container"), *server], tmp_path)
+        assert result.returncode == 0, result.stderr
+        for line in (result.stdout + result.stderr).splitlines():
+            assert not any(c in line.lower() for c in LOG_COMMANDS), line
+    [line] = result.stdout.splitlines()  # the same word for the shell: `'...#''#[group]...'`
+    assert "#''#[group]" in line, line
+
+
+@pytest.mark.parametrize("program", ["eval", "exec", ".", "set", "trap"])
+def test_a_program_named_like_a_shell_builtin_is_looked_up_in_path_as_launch_does(tree, tmp_path, program):
+    """`launch -- eval ... '--foo=;touch X'`: the printed line ran the shell's own eval (a command injection);
+    env runs what PATH holds under that name, as launch would exec it."""
+    repository = tmp_path / "models"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    touched = tmp_path / "pwned"
+    dry = customops(["launch", "--dry-run", "--warn-only", "--container-root", str(tree / "container"), "--", program,
+                     f"--model-repository={repository}", f"--foo=;touch {touched}"], tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    [line] = dry.stdout.splitlines()
+    subprocess.run(["/bin/sh", "-c", "--", line], cwd=tmp_path, capture_output=True, timeout=TIMEOUT,
+                   env={**os.environ, "PATH": "/usr/bin:/bin"})  # env and touch, and no program of that name
+    assert not touched.exists(), line
+
+
+def test_a_program_named_minus_is_a_missing_program(tree, tmp_path):
+    result = customops(["launch", "--dry-run", "--container-root", str(tree / "container"), "--", "-",
+                        "--model-repository=models"], tmp_path)
+    assert result.returncode == 2 and "give the program first" in result.stderr, result.stderr
+
+
+def test_an_ld_so_conf_listing_too_many_directories_is_bad_input_not_a_hang(container, tmp_path):
+    """1.7 million directories, each searched for every library, ran for minutes: capped at 10,000."""
+    (container / "etc").mkdir(exist_ok=True)
+    (container / "etc" / "big.conf").write_text("".join(f"/d{i}\n" for i in range(20_000)))
+    root = conf_root(container, "include /etc/big.conf\n")
+    result = check_root(root, tmp_path)
+    assert result.returncode == 2 and "more than 10000 directories" in result.stderr, result.stderr[-400:]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from customops import ownership
 from customops.app.inherited import Inherited
-from customops.app.launch_cache import command_line
+from customops.app.launch_cache import command_line, shell_text
 from customops.app.server_command import host_repositories, settings
 from customops.app.shown import shown
 from customops.errors import CustomopsError, printable
@@ -67,7 +67,7 @@ class Launch:
         """Lines that are safe to `eval` whatever the paths hold: every value single-quoted (a newline,
         `$(...)`, backticks and quotes stay data), and the comment lines printable, since a line break in
         a comment would end it and make the rest a command."""
-        lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(self.environment.items())]
+        lines = [shell_text(f"export {k}={shlex.quote(v)}") for k, v in sorted(self.environment.items())]
         lines += [f"# and give tritonserver: {printable(shlex.quote(a))}" for a in self.added_args]
         return "\n".join(lines)
 

@@ -22,6 +22,7 @@ import shlex
 from customops import __version__
 from customops.app import result_cache
 from customops.cachedir import Text, default_cache_dir, file_key, tree_fingerprint
+from customops.errors import LOG_COMMAND
 from customops.triton.mounts import Mounts, resolve_host
 from customops.triton.serverargs import parse
 
@@ -66,28 +67,21 @@ def store(decision: dict, server_argv: list[str], options: dict, mounts: Mounts,
 
 
 def command_line(argv: list[str], environment: dict[str, str]) -> str:
-    """Copy-pasteable: a POSIX shell runs it as given, and it reproduces the launch: `env VAR=... PROGRAM ARGS`.
-    A program whose name holds `=` would be one more assignment to env (and to a shell), so it gets the shell's
-    own assignment prefix instead, with the program quoted: `VAR=... 'bin=x/tritonserver' ARGS`."""
+    """Copy-pasteable: a POSIX shell runs it as given, and it reproduces the launch: `env VAR=... PROGRAM ARGS`,
+    env looking PROGRAM up in PATH as launch does (a shell alone would run its own builtin of that name: `eval`,
+    `exec`). A program whose name holds `=` would be one more assignment to env, so it gets the shell's own
+    assignment prefix instead, quoted (no builtin has such a name): `VAR=... 'bin=x/tritonserver' ARGS`."""
     assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(environment.items())]
     program, *args = argv or [""]
-    words = [_program_word(program), *map(shlex.quote, args)]
-    if assignments and "=" not in program:
-        return " ".join(["env", *assignments, *words])
-    return " ".join([*assignments, *words])
+    if "=" in program:
+        words = [*assignments, "'" + program.replace("'", "'\"'\"'") + "'", *map(shlex.quote, args)]
+    else:  # `./-dir/x` for `-dir/x`, a relative path (serverargs refuses an option there), not an option to env
+        words = ["env", *assignments, shlex.quote("./" + program if program.startswith("-") else program),
+                 *map(shlex.quote, args)]
+    return shell_text(" ".join(words))
 
 
-# words a shell reads as its syntax in a command's first place: quoted there, they name a program
-SHELL_WORDS = frozenset(["case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
-                         "select", "then", "time", "until", "while"])  # `!`, `{`, `[[`: shlex.quote quotes them
-
-
-def _program_word(program: str) -> str:
-    """The program as the command's first word: quoted when it would otherwise read as an assignment or as
-    the shell's own syntax (shlex.quote leaves `=` and a reserved word bare), and `./-dir/x` for `-dir/x`."""
-    if program.startswith("-"):  # a relative path (serverargs refuses an option there): not one to env or sh
-        program = "./" + program
-    quoted = shlex.quote(program)
-    if quoted == program and ("=" in program or program in SHELL_WORDS):
-        return f"'{program}'"
-    return quoted
+def shell_text(text: str) -> str:
+    """Shell text with no CI log command in it (customops.errors.LOG_COMMAND): `##[` only ever stands inside a
+    single-quoted word here (shlex.quote quotes every word holding `#`), where `#''#[` is the same word."""
+    return LOG_COMMAND.sub("#''#", text)

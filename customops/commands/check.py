@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = Non
     if args.statistics and args.format not in ("text", "json"):
         wrong("--statistics applies to the text and json reports only (the other formats list every finding)")
     wanted = outputs(args)
-    files = [os.path.realpath(path) for _, path in wanted if path]
+    files = [_real(path) for _, path in wanted if path]
     if len(set(files)) < len(files):
         wrong("two reports would be written to the same file")
     try:
@@ -199,6 +199,14 @@ def _warn(request: CheckRequest) -> None:
 
     for warning in [*root_warnings(request.container), *ownership.warnings()]:
         sys.stderr.write(f"customops: warning: {printable(warning)}\n")
+
+
+def _real(path: str) -> str:
+    """The file a report path names, to tell two reports apart (a path that cannot be resolved: as written)."""
+    try:
+        return os.path.realpath(path)
+    except OSError:  # Python 3.11's realpath lets a readlink error out (a link swapped meanwhile)
+        return os.path.abspath(path)
 
 
 def _exit_status(args: argparse.Namespace, verdict: int) -> int:

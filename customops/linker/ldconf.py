@@ -5,7 +5,8 @@ root, each file read once, includes followed depth first in the order written.
 A root is untrusted, so the reading is bounded as ldconfig effectively is: a glob through directory
 symlinks that lead back up (8 links, 7 levels: millions of names for one directory) expands each directory
 once, by its (device, inode); includes are followed with an explicit stack, not recursion (a chain of 3,000
-files); and the files read, the include depth, the paths one glob yields and the time taken are capped, with
+files); and the files read, the include depth, the paths one glob yields, the directories listed (each is
+searched for every library) and the time taken are capped, with
 a one-line error naming the root's ld.so.conf beyond the caps (exit 2)."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ CONF = "/etc/ld.so.conf"
 MAX_FILES = 1000  # files read (a real image has tens)
 MAX_DEPTH = 100  # includes within includes
 MAX_MATCHES = 10_000  # paths one glob yields
+MAX_DIRS = 10_000  # directories listed (each is searched for every library: a real image lists tens)
 MAX_SECONDS = 10.0
 
 
@@ -48,6 +50,8 @@ def read_conf(root: str) -> tuple[str, ...]:
                                                       f"{directory}/{pattern}"))))
             elif line:
                 dirs.append(line.rstrip("/"))
+                if len(dirs) > MAX_DIRS:
+                    raise reading.refuse(f"it lists more than {MAX_DIRS} directories")
     return tuple(dirs)
 
 

@@ -98,7 +98,7 @@ def option_named(name: str) -> ServerOption | None:
 def parse(argv: list[str]) -> ServerArgs:
     if not argv:
         raise CustomopsError("no server command given (customops launch -- tritonserver ...)")
-    if argv[0].startswith("--") or (argv[0].startswith("-") and "/" not in argv[0] and argv[0] != "-"):
+    if argv[0].startswith("--") or (argv[0].startswith("-") and "/" not in argv[0]):
         # `launch -- --model-repository=R`: the program is missing (`-dir/tritonserver` is a program's path)
         raise CustomopsError(f"the server's command line starts with the option {printable(argv[0])}: give the "
                              f"program first: -- tritonserver {printable(argv[0])} ...")
