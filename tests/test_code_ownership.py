@@ -103,10 +103,6 @@ def test_the_checker_sees_literal_codes():
 FILE_READERS = {"open", "os.stat", "os.lstat", "os.listdir", "os.scandir", "os.path.isfile", "os.path.isdir",
                 "os.path.exists", "glob.glob", "zipfile.ZipFile", "model_ops", "tf_model_ops", "torchscript_ops",
                 "mentioned", "symtab_strings", "static_registrations", "safeio.sha256", "safeio.map_regular"}
-STILL_READING = {  # rule internals that still read files; to move into customops/inspect/files.py
-    "customops.rules.loading": {"os.listdir"},  # CO504's fix: the framework library's versioned file name
-    "customops.rules.probed": {"model_ops", "tf_model_ops", "torchscript_ops", "mentioned"},  # models of --probe
-}
 
 
 def _called(tree: ast.Module) -> set[str]:
@@ -123,9 +119,10 @@ def _called(tree: ast.Module) -> set[str]:
 
 
 def test_rules_read_the_rule_context_not_files():
-    """The file facts a rule needs are read before it runs (customops.rules.context.build, through
-    customops.inspect.files), with the run's ElfReader: a rule's I/O would bypass both."""
-    reading = {name: _called(tree) & FILE_READERS for name, tree in _modules().items()
-               if name.startswith("customops.rules.") and name != "customops.rules.context"}
-    assert {name: sorted(found - STILL_READING.get(name, set())) for name, found in reading.items()
-            if found - STILL_READING.get(name, set())} == {}
+    """The file facts a rule needs are read before it runs (customops.rules.context.build and .probed, through
+    customops.inspect.files), with the run's ElfReader: a rule's I/O would bypass both. The imports that would
+    let a rule read a file: tests/test_architecture.py."""
+    reading = {name: sorted(found) for name, tree in _modules().items()
+               if name.startswith("customops.rules.") and name != "customops.rules.context"
+               if (found := _called(tree) & FILE_READERS)}
+    assert reading == {}

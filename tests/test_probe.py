@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from customops import cachedir
+from customops.inspect import protowire
 from customops.probe import frameworks, sandbox
 from customops.probe.frameworks import probe_load
 from customops.probe.results import PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
 
 PROBE_DIR = Path(frameworks.__file__).parent
-CHILD_MODULES = sorted([PROBE_DIR / "sandbox_child.py", *PROBE_DIR.glob("child_*.py")])
+CHILD_MODULES = [*sorted([PROBE_DIR / "sandbox_child.py", *PROBE_DIR.glob("child_*.py")]), Path(protowire.__file__)]
 FRAMEWORKS = {"torch", "tensorflow"}  # what a loader script imports inside the function that loads with it
 
 
@@ -99,16 +100,18 @@ def test_what_runs_in_the_probe_interpreter_needs_only_the_standard_library(modu
 def test_the_scripts_handed_to_the_sandbox_are_the_child_modules():
     assert (PROBE_DIR / "sandbox_child.py").read_text() == sandbox.CHILD_SOURCE
     forks = (PROBE_DIR / "child_forks.py").read_text().replace("from __future__ import annotations\n", "", 1)
-    assert (PROBE_DIR / "child_load.py").read_text() + "\n" + forks == frameworks.LOADER
-    assert "from __future__" not in forks  # one script: only its first text may have it
-    assert (PROBE_DIR / "child_tensorflow_ops.py").read_text() == frameworks.TENSORFLOW_OPS
+    wire = Path(protowire.__file__).read_text().replace("from __future__ import annotations\n", "", 1)
+    assert (PROBE_DIR / "child_load.py").read_text() + "\n" + forks + "\n" + wire == frameworks.LOADER
+    assert "from __future__" not in forks + wire  # one script: only its first text may have it
+    assert (PROBE_DIR / "child_tensorflow_ops.py").read_text() + "\n" + wire == frameworks.TENSORFLOW_OPS
     for script in (frameworks.LOADER, frameworks.TENSORFLOW_OPS):  # defined here, never imported by customops
         namespace: dict[str, object] = {"__name__": "__probe__"}
         exec(compile(script, "<probe>", "exec"), namespace)
         assert callable(namespace["main"]) and namespace["UNAVAILABLE_EXIT"] == frameworks.UNAVAILABLE_EXIT
     namespace = {"__name__": "__probe__"}
     exec(compile(frameworks.LOADER, "<probe>", "exec"), namespace)
-    assert callable(namespace["in_forks"]) and callable(namespace["load_all"])  # the two texts meet
+    assert callable(namespace["in_forks"]) and callable(namespace["load_all"])  # the texts meet
+    assert callable(namespace["varint"]) and callable(namespace["delimited"])
 
 
 @pytest.mark.parametrize("status", list(ProbeStatus))

@@ -138,7 +138,7 @@ def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],
     plan = rules.plan
     tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in rules.models) else None
     groups = tuple(probe_plan(plan, probe))
-    probes = rule_context.Probes(groups, tensorflow)
+    probes = rule_context.probed(groups, tensorflow, rules.models)
     notes += probed.notes(probes) + containment_notes(list(groups))
     return probed.merge(findings, probed.check(replace(rules, probes=probes))), groups
 

@@ -1,4 +1,5 @@
-"""File facts the rules need, read before they run, so that the rules themselves do no I/O (issue #16).
+"""File facts the rules need, read before they run (customops.rules.context), so that the rules themselves
+open no file (issue #16): they read these facts, and ELF files only through the run's ElfReader.
 
 Each function reads one kind of fact and leaves out what cannot be read: a rule then has nothing to say
 about that file, as it had when it read the file itself.
@@ -11,7 +12,8 @@ import io
 import os
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from customops import safeio
 from customops.elf.cache import ElfReader
@@ -22,6 +24,7 @@ from customops.errors import ElfError, InputError
 from customops.inspect.onnxmodel import model_ops
 from customops.inspect.registrations import Registration, static_registrations, torch_op_library
 
+T = TypeVar("T")
 SCHEMA_ARROW = b") -> "  # in every op schema string (customops.inspect.registrations.TORCH_SCHEMA)
 TORCHSCRIPT_OP = re.compile(rb"\bops\.(\w+)\.(\w+)\(")
 
@@ -122,6 +125,25 @@ def onnx_ops(path: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]] | N
         return model_ops(path)
     except (InputError, ValueError, BufferError):
         return None
+
+
+def read_or_none(read: Callable[[str], T], path: str) -> T | None:
+    """read(path) (a model reader: customops.inspect.onnxmodel, .tfmodel), or None where the file is absent,
+    unreadable or damaged."""
+    try:
+        return read(path)
+    except (InputError, ValueError, BufferError):
+        return None
+
+
+def listing(directory: str | None) -> tuple[str, ...]:
+    """The names in a directory, sorted; none where it is None or cannot be listed."""
+    if not directory:
+        return ()
+    try:
+        return tuple(sorted(os.listdir(directory)))
+    except OSError:
+        return ()
 
 
 def libraries_in(directory: str) -> list[str]:

@@ -26,6 +26,7 @@ from customops import safeio
 from customops.elf.cache import ElfReader
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError, InputError
+from customops.inspect.protowire import varint
 
 PREFIX = b"descriptor_table_"
 _NOT_A_TABLE = (b"descriptor_table_protodef_",)  # the serialized bytes themselves (older protoc exports them)
@@ -33,6 +34,7 @@ _ESCAPE = re.compile(rb"_([0-9a-f]{2})")
 # A serialized FileDescriptorProto starts with its name (field 1, tag 0x0a, one-byte length) ending in .proto.
 _SERIALIZED = re.compile(rb"\n([\x01-\x7f])(?=[\w./+-]{1,126}\.proto)")
 _NAME_CHARS = re.compile(rb"[\w./+-]+\.proto\Z")
+LENGTH_BYTES = 5  # a length's varint holds 32 bits at most: a longer one is not a descriptor
 _FOLLOWING = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14}  # the fields a FileDescriptorProto may hold after its name
 
 
@@ -113,7 +115,7 @@ def _imports(view: memoryview, at: int) -> tuple[str, ...] | None:
         if number > 3:
             seen_field = True
             break
-        size, at = _varint(view, at + 1)
+        size, at = varint(view, at + 1, strict=False, most=LENGTH_BYTES)
         if size is None or at + size > len(view):
             return None
         value = bytes(view[at:at + size])
@@ -124,18 +126,6 @@ def _imports(view: memoryview, at: int) -> tuple[str, ...] | None:
             imports.append(value.decode("ascii"))
         seen_field = True
     return tuple(imports) if seen_field else None
-
-
-def _varint(view: memoryview, at: int) -> tuple[int | None, int]:
-    value = shift = 0
-    while at < len(view) and shift < 35:
-        byte = view[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    return None, at
 
 
 def read(paths: Iterable[str], reader: ElfReader) -> dict[str, DescriptorFacts]:

@@ -17,7 +17,8 @@ import sys
 
 from customops.errors import printable
 from customops.probe import sandbox
-from customops.probe.frameworks import LOADER, Reported, probe_group, runtime_files, settled_runtime, unavailable
+from customops.probe.frameworks import LOADER, probe_group, runtime_files, settled_runtime, unavailable
+from customops.probe.reported import Reported
 from customops.probe.results import ProbeResult, ProbeStatus
 
 Results = tuple[ProbeResult, ...]

@@ -15,7 +15,10 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # defined by customops/inspect/protowire.py's text, which follows this one's in the script
+    from customops.inspect.protowire import varint
 
 UNAVAILABLE_EXIT = 3
 
@@ -81,27 +84,19 @@ class CApi:
         return op_names(ctypes.string_at(found.data, found.length))
 
 
-def varint(data: bytes, at: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        byte = data[at]
-        value, shift, at = value | (byte & 0x7F) << shift, shift + 7, at + 1
-        if byte < 0x80:
-            return value, at
-
-
-def fields(data: bytes) -> Any:
-    """(field number, bytes) for every length-delimited field of a protobuf message; others skipped."""
+def delimited(data: bytes) -> Any:
+    """(field number, bytes) for every length-delimited field of a protobuf message; others skipped. Its
+    varints are read strictly, of any length (varint: customops/inspect/protowire.py, whose text follows)."""
     at = 0
     while at < len(data):
-        key, at = varint(data, at)
+        key, at = varint(data, at, strict=True, most=None)
         kind = key & 7
         if kind == 0:
-            _, at = varint(data, at)
+            _, at = varint(data, at, strict=True, most=None)
         elif kind in (1, 5):
             at += 8 if kind == 1 else 4
         elif kind == 2:
-            size, at = varint(data, at)
+            size, at = varint(data, at, strict=True, most=None)
             yield key >> 3, data[at:at + size]
             at += size
         else:
@@ -110,7 +105,8 @@ def fields(data: bytes) -> Any:
 
 def op_names(op_list: bytes) -> set[str]:
     """The names of an OpList's ops (tensorflow/core/framework/op_def.proto: OpList.op = 1, OpDef.name = 1)."""
-    return {name.decode() for number, op in fields(op_list) if number == 1 for n, name in fields(op) if n == 1}
+    return {name.decode() for number, op in delimited(op_list) if number == 1
+            for n, name in delimited(op) if n == 1}
 
 
 def one_line(exc: BaseException) -> str:

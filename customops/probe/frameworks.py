@@ -14,21 +14,28 @@ from __future__ import annotations
 import functools
 import glob
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from customops.errors import printable
-from customops.probe import sandbox
+from customops.inspect import protowire
+from customops.probe import sandbox, tensorrt_standin
+from customops.probe.reported import Reported, tagged
 from customops.probe.results import ProbeResult, ProbeStatus
 
-# run in the sandbox, never imported: child_load.py's text, then child_forks.py's (one script, one __future__ import)
-LOADER = Path(__file__).with_name("child_load.py").read_text() + "\n" + Path(__file__).with_name(
-    "child_forks.py").read_text().replace("from __future__ import annotations\n", "", 1)
-TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text()
+
+def _following(path: str | Path) -> str:
+    """A text that follows another in one script: without its __future__ import (only the first text may have it)."""
+    return "\n" + Path(path).read_text().replace("from __future__ import annotations\n", "", 1)
+
+
+# run in the sandbox, never imported: child_load.py's text, then child_forks.py's (one script, one __future__
+# import), then protowire.py's (the varint decoder both loader scripts read TensorFlow's OpList with)
+WIRE = _following(protowire.__file__)
+LOADER = Path(__file__).with_name("child_load.py").read_text() + _following(Path(__file__).with_name(
+    "child_forks.py")) + WIRE
+TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text() + WIRE
 # The framework library a probe may load its op libraries with instead of the Python package (the container's).
 C_API_LIBRARY = {"onnxruntime": "libonnxruntime", "tensorflow": "libtensorflow_cc", "torch": "libtorch_cpu"}
 UNAVAILABLE_EXIT = 3  # the scripts' exit status when the framework cannot be imported (their UNAVAILABLE_EXIT)
@@ -69,8 +76,6 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     every descriptor, cannot. A loader that reported every library loaded but did not finish cleanly (a
     crash, a timeout, an exit) has the last one reported as that, not as loaded."""
     if framework == "tensorrt":  # no framework in `python`: a recording stand-in for libnvinfer (its own module)
-        from customops.probe import tensorrt_standin
-
         return tensorrt_standin.probe_group(libraries, python, timeout, memory_mb)
     paths = tuple(os.path.abspath(lib) for lib in libraries)
     python = python or sys.executable
@@ -99,73 +104,10 @@ def unavailable(run: sandbox.Run, timeout: float, paths: tuple[str, ...], python
     if run.error is not None:
         return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"the probe's sandbox failed: {run.error}")
                      for p in paths)
-    if (missing := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
+    if (missing := tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
         return tuple(found.result(p, ProbeStatus.UNAVAILABLE, f"{python} cannot load {what}: {missing}")
                      for p in paths)
     return None
-
-
-class Reported:
-    """What one run of the loader script says about each of its libraries."""
-
-    def __init__(self, run: sandbox.Run, timeout: float) -> None:
-        self.run = run
-        self.timeout = timeout
-        self.version = printable(_tagged(run.messages, "VERSION") or "")
-        self.builtin = tuple(printable(_tagged(run.messages, "BUILTIN") or "").split())
-
-    def result(self, library: str, status: ProbeStatus, message: str, signum: int | None = None,
-               **found: Any) -> ProbeResult:
-        return ProbeResult(library, status, printable(message), signum, self.run.output, self.run.files,
-                           framework_version=self.version, containment=self.run.containment, **found)
-
-    def each(self, paths: tuple[str, ...]) -> tuple[ProbeResult, ...]:
-        """A result per library, in order: the loader reports each one, and stops at the first failure."""
-        results: list[ProbeResult] = []
-        registered: list[str] = []
-        for tag, *fields in self.run.messages:
-            if len(results) == len(paths):
-                break
-            current = paths[len(results)]
-            if tag == "REGISTERED" and len(fields) == 2 and fields[0] == current:
-                registered.append(printable(fields[1]))
-            elif tag == "LOADED" and fields == [current]:
-                results.append(self.result(current, ProbeStatus.LOADED, "", registered=tuple(sorted(set(registered))),
-                                           builtin_namespaces=self.builtin))
-                registered = []
-            elif tag == "FAILED" and len(fields) == 1:
-                results.append(self.result(current, ProbeStatus.FAILED, fields[0]))
-                break
-        loaded_last = not results or results[-1].status is ProbeStatus.LOADED
-        if len(results) < len(paths) and loaded_last:
-            results.append(self.ended(paths[len(results)], after_loaded=False))
-        elif results and loaded_last and not self.run.finished:
-            results[-1] = self.ended(paths[-1], after_loaded=True)
-        not_loaded = "an earlier library failed"
-        return (*results, *(self.result(p, ProbeStatus.NOT_LOADED, not_loaded) for p in paths[len(results):]))
-
-    def ended(self, library: str, after_loaded: bool) -> ProbeResult:
-        """The library that was loading (or was reported loaded last) when the loader ended without finishing."""
-        then = "was reported loaded, then " if after_loaded else ""
-        if self.run.timed_out:
-            return self.result(library, ProbeStatus.TIMED_OUT,
-                               f"{then}still running after {self.timeout:g} s" if after_loaded
-                               else f"still loading after {self.timeout:g} s")
-        status = self.run.exit_status
-        while_loading = "" if after_loaded else " while loading"
-        if status is not None and status < 0:
-            reason = next((line.strip() for line in self.run.output.splitlines() if "what():" in line), "")
-            return self.result(library, ProbeStatus.CRASHED, f"{then}killed by {_signal_name(-status)}{while_loading}"
-                               + (f": {reason}" if reason else ""), -status)
-        how = f"exited with status {status}" if status is not None else "ended without a status"
-        return self.result(library, ProbeStatus.CRASHED, f"{then}{how}{while_loading}")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def runtime_files(runtime: str) -> tuple[str, ...]:
@@ -174,11 +116,6 @@ def runtime_files(runtime: str) -> tuple[str, ...]:
     beside = "libtensorflow_framework.so.2" if name.startswith("libtensorflow_cc") else (
         "libc10.so" if name.startswith("libtorch_cpu") else None)
     return (runtime, os.path.join(os.path.dirname(runtime), beside)) if beside else (runtime,)
-
-
-def _tagged(messages: tuple[tuple[str, ...], ...], tag: str) -> str | None:
-    """The value of the first message the loader emitted with `tag`, if any."""
-    return next((m[1] for m in messages if len(m) == 2 and m[0] == tag), None)
 
 
 @functools.cache
@@ -212,9 +149,9 @@ def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeou
     run = sandbox.run(python, TENSORFLOW_OPS, [runtime or "", *paths], timeout, memory_mb, readable)
     if run.error is not None:
         return f"listing TensorFlow's ops failed: the probe's sandbox failed: {run.error}"
-    if (unavailable := _tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
+    if (unavailable := tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
         return f"{python} cannot load {runtime or 'tensorflow'}: {unavailable}"
     ops = frozenset(name for m in run.messages if m[0] == "OPS" for name in m[1:])
     if not run.finished or not ops:
         return f"listing TensorFlow's ops failed ({'timeout' if run.timed_out else f'status {run.exit_status}'})"
-    return ops, _tagged(run.messages, "VERSION") or ""
+    return ops, tagged(run.messages, "VERSION") or ""

@@ -45,7 +45,7 @@ from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError
 from customops.probe import sandbox
-from customops.probe.frameworks import Reported
+from customops.probe.reported import Reported
 from customops.probe.results import ProbeResult, ProbeStatus
 from customops.probe.tensorrt_registrations import Fate, Registration
 from customops.probe.tensorrt_scope import NEEDED, defined_in_scope

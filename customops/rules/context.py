@@ -1,5 +1,7 @@
-"""RuleContext: everything a rule may read. Rules do no I/O: what they would read from files is read here
-first (customops.inspect.files), with the ElfReader of the run (so that --no-cache also holds for rules)."""
+"""RuleContext: everything a rule may read. Rules open no file themselves: what they need from files is read
+here first (customops.inspect.files), into FileFacts (and, for --probe, Probes). Two readers are handed to
+them as they are: the run's ElfReader (ELF files, through the parse cache, so that --no-cache also holds for
+rules) and the container's target (`triton.container.target`: container paths resolved as the kernel would)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from customops.elf.cache import ElfReader
 from customops.errors import ElfError
 from customops.findings import Related
 from customops.inspect import files, protobuf_descriptors
+from customops.inspect.onnxmodel import model_ops
 from customops.inspect.protobuf_descriptors import DescriptorFacts
 from customops.inspect.registrations import STABLE_DEF_TEXT, RefusedDef, Registration, refused_def
+from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
@@ -48,6 +52,9 @@ class FileFacts:
     onnx_ops: Mapping[str, ModelOps] = field(default_factory=dict)  # model file -> (used, model-local)
     frameworks: Mapping[str, FrameworkStrings] = field(default_factory=dict)  # "pytorch", "onnxruntime"
     descriptors: Mapping[str, DescriptorFacts] = field(default_factory=dict)  # preloads exporting protobuf tables
+    # each entry of the container's backend directory (sorted) -> the names in it, sorted (CO504: the framework
+    # library a library was built against, and the version in its file name); with a prediction only
+    backends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,12 @@ class Probes:
 
     groups: tuple[ProbedGroup, ...]
     tensorflow: TensorflowRegistry | str | None = None
+    # what the models of probed groups use (CO408 as observed), read by probed(): model file -> ops, None
+    # where unreadable; and each ONNX Runtime library probed -> the domains among those it names
+    onnx_ops: Mapping[str, ModelOps | None] = field(default_factory=dict)
+    torchscript_calls: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
+    tensorflow_ops: Mapping[str, set[str] | None] = field(default_factory=dict)
+    built_in: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,8 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         descriptors=protobuf_descriptors.read([s.source for s in plan.preloads], reader))
     if triton.container.target is not None and triton.container.facts.source == "root":
         facts = _with_model_facts(facts, models, triton)
+    if triton.container.target is not None and prediction is not None:
+        facts = replace(facts, backends=_backends(triton))
     return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes)
 
 
@@ -150,6 +165,46 @@ def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context
         libraries = files.libraries_in(directory) if directory else []
         frameworks[name] = FrameworkStrings(directory or "", bool(libraries), files.mentions(libraries, wanted))
     return replace(facts, torchscript_calls=calls, onnx_ops=used, frameworks=frameworks)
+
+
+def _backends(triton: Context) -> dict[str, tuple[str, ...]]:
+    """Each entry of the container's backend directory, with the names in it (none where it is not a directory);
+    none where the backend directory cannot be listed."""
+    container = triton.container
+    target = container.target
+    assert target is not None
+    return {entry: files.listing(target.host_path(f"{container.backend_dir}/{entry}"))
+            for entry in files.listing(target.host_path(container.backend_dir))}
+
+
+def probed(groups: Sequence[ProbedGroup], tensorflow: TensorflowRegistry | str | None,
+           models: Sequence[Model]) -> Probes:
+    """What --probe observed, with what customops.rules.probed then reads of the models: the ops of each ONNX
+    model probed with its op libraries, of each TorchScript model (with a Torch group), of each TensorFlow model
+    (with TensorFlow's registry), and the custom domains each probed ONNX Runtime library names itself."""
+    available = [g for g in groups if g.framework != "tensorrt" and not g.unavailable]
+    onnx_models = {g.model for g in available if g.framework == "onnxruntime"}
+    torch = any(g.framework == "torch" for g in available)
+    onnx: dict[str, ModelOps | None] = {}
+    calls: dict[str, frozenset[tuple[str, str]]] = {}
+    tensorflow_ops: dict[str, set[str] | None] = {}
+    for model in models:
+        if not model.versions:
+            continue
+        if model.backend == "onnxruntime" and model.name in onnx_models:
+            path = model.model_file("model.onnx")
+            onnx[path] = files.read_or_none(model_ops, path)
+        elif model.backend == "pytorch" and torch:
+            path = model.model_file("model.pt")
+            calls[path] = frozenset(files.torchscript_ops(path))
+        elif model.backend == "tensorflow" and isinstance(tensorflow, TensorflowRegistry):
+            path = model.model_file("model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel")
+            tensorflow_ops[path] = files.read_or_none(tf_model_ops, path)
+    needles = {b"\0" + d.encode() + b"\0": d for found in onnx.values() if found is not None
+               for d, _op in found[0] - found[1] if d not in ("", "ai.onnx")}
+    runtimes = sorted({g.runtime for g in available if g.framework == "onnxruntime" and g.runtime})
+    built_in = {r: frozenset(needles[n] for n in files.mentions([r], needles)) for r in runtimes} if needles else {}
+    return Probes(tuple(groups), tensorflow, onnx, calls, tensorflow_ops, built_in)
 
 
 def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence[tuple[LoadStep, StepOutcome]]

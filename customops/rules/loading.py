@@ -6,9 +6,9 @@ container's facts."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from customops.elf.cache import ElfReader
@@ -50,7 +50,7 @@ def check(rules: RuleContext) -> list[Finding]:
     mismatches = {step: _mismatches(step, reader, facts) for step in (*plan.preloads, *plan.dlopens)}
     for step, outcome in rules.outcomes:
         assert isinstance(outcome, StepOutcome)
-        findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan)
+        findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan, rules.files.backends)
     startup = next((o for o in prediction.outcomes if o.kind == StepKind.STARTUP), None)
     if startup is not None and startup.status in (StepStatus.FATAL, StepStatus.CRASH):
         findings += _startup(startup, plan, mismatches)
@@ -120,7 +120,8 @@ def _what(step: LoadStep) -> str:
 
 
 def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
-          mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> list[Finding]:
+          mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None,
+          backends: Mapping[str, tuple[str, ...]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     if outcome.status == StepStatus.IGNORED:  # a preload ld.so could not map: only a warning to ld.so
         code, hint = "CO303" if _kind(outcome) == FailureKind.WRONG_CLASS else "CO301", ""
@@ -130,7 +131,8 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
         findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
                                       "starts without it", predicted=outcome.message, hint=hint, **_about(step)))
     elif outcome.status in (StepStatus.FAILED, StepStatus.CRASH):
-        findings.append(_as_the_core_says(step, failure_finding(step, outcome, ctx, reader, mismatches or [], plan)))
+        findings.append(_as_the_core_says(step, failure_finding(step, outcome, ctx, reader, mismatches or [], plan,
+                                                                  backends)))
     findings += _lazy(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == CallStatus.OK:
@@ -178,8 +180,10 @@ def _problem(problem: Failure) -> tuple[str, str, str]:
 
 
 def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
-                    mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None) -> Finding:
-    """The finding for one step the linker model predicts to fail, from its typed failure."""
+                    mismatches: list[Mismatch] | None = None, plan: LoadPlan | None = None,
+                    backends: Mapping[str, tuple[str, ...]] | None = None) -> Finding:
+    """The finding for one step the linker model predicts to fail, from its typed failure. `backends`: the
+    container's backend directories and the names in each (FileFacts.backends)."""
     message = outcome.message
     if outcome.problem is not None:  # it exists: what it is, rather than "does not exist" or "not ELF"
         code, reason, hint = _problem(outcome.problem)
@@ -202,15 +206,15 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
                        version=name, predicted=message, **_about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
-        found = _framework_of(first, outcome, ctx, reader)
+        found = _framework_of(first, outcome, ctx, reader, backends or {})
         if found:
-            framework, where = found
+            framework, where, beside = found
             return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
                                     f"{_count(len(outcome.unresolved))} missing there, "
                                     f"first {_shown(first)}",
                            symbol=first.symbol.decode("utf-8", "replace"), version=first.version, predicted=message,
-                           evidence=_symbols(outcome.unresolved), hint=_rebuild_against(step, framework, where, ctx),
-                           **_about(step))
+                           evidence=_symbols(outcome.unresolved),
+                           hint=_rebuild_against(step, framework, where, beside, ctx), **_about(step))
         cpython = [b for b in outcome.unresolved if CPYTHON.match(b.symbol)]
         if cpython:
             return _cpython(step, outcome, cpython)
@@ -263,15 +267,13 @@ def _cpython(step: LoadStep, outcome: StepOutcome, cpython: list[Binding]) -> Fi
                    predicted=outcome.message, evidence=_symbols(outcome.unresolved), hint=hint, **_about(step))
 
 
-def _rebuild_against(step: LoadStep, framework: str, where: str, ctx: Context) -> str:
+def _rebuild_against(step: LoadStep, framework: str, where: str, beside: tuple[str, ...], ctx: Context) -> str:
     """CO504's fix, naming what the container ships: the version in the framework library's real file name
-    (libtensorflow_framework.so.2 -> libtensorflow_framework.so.2.15.0) or a sibling's, else the container's
-    version of the step's framework (its facts), else the file it must be built against."""
+    (libtensorflow_framework.so.2 -> libtensorflow_framework.so.2.15.0) or a sibling's (`beside`: the names in
+    its backend directory), else the container's version of the step's framework (its facts), else the file it
+    must be built against."""
     target = ctx.container.target
-    names = [os.path.basename((target.resolve(where) if target else None) or where)]
-    folder = target.host_path(os.path.dirname(where)) if target else None
-    with contextlib.suppress(OSError):
-        names += sorted(os.listdir(folder)) if folder else []
+    names = [os.path.basename((target.resolve(where) if target else None) or where), *beside]
     pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
     versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
     major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
@@ -285,11 +287,12 @@ def _rebuild_against(step: LoadStep, framework: str, where: str, ctx: Context) -
             "beyond the SONAME): build inside the container, or against that library and its matching headers.")
 
 
-def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context,
-                  reader: ElfReader) -> tuple[str, str] | None:
+def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: ElfReader,
+                  backends: Mapping[str, tuple[str, ...]]) -> tuple[str, str, tuple[str, ...]] | None:
     """The container framework library (a DT_NEEDED entry found in a backend directory) that exports the
-    missing symbol's namespace, and its container path: the library was built against another version of it.
-    Decided from the demangled name and the framework's own symbols, with no list of frameworks."""
+    missing symbol's namespace, its container path and the names beside it: the library was built against
+    another version of it. Decided from the demangled name and the framework's own symbols, with no list of
+    frameworks. `backends`: the backend directory's entries and their names (FileFacts.backends)."""
     name = demangle(binding.symbol)
     if "::" not in name:
         return None
@@ -304,14 +307,14 @@ def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context,
     except ElfError:
         return None
     mangled = f"_ZN{len(namespace)}{namespace}".encode()
-    for directory in sorted(os.listdir(target.host_path(backend_dir) or "/nonexistent")):
+    for directory, beside in backends.items():
         for name in needed:
             where = f"{backend_dir}/{directory}/{name}"
             candidate = target.host_path(where)
             if candidate:
                 try:
                     if reader.read(candidate).symbols.names_containing(mangled).any():
-                        return name, where
+                        return name, where, beside
                 except ElfError:
                     continue
     return None

@@ -20,11 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from customops.codes import Severity
-from customops.errors import InputError
 from customops.findings import Finding
-from customops.inspect.files import mentioned, torchscript_ops
-from customops.inspect.onnxmodel import model_ops
-from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
 from customops.probe.results import FAILURES, ProbeStatus
 from customops.rules import probed_tensorrt
@@ -43,7 +39,7 @@ def check(ctx: RuleContext) -> list[Finding]:
         return []
     observed: list[Finding] = []
     if isinstance(probes.tensorflow, TensorflowRegistry):
-        observed += _unregistered_tensorflow(probes.tensorflow, ctx.models)
+        observed += _unregistered_tensorflow(probes.tensorflow, ctx.models, probes)
     frameworks = [g for g in probes.groups if g.framework != "tensorrt"]  # TensorRT: a stand-in, not a framework
     for group in probes.groups:
         if group.unavailable:
@@ -52,7 +48,7 @@ def check(ctx: RuleContext) -> list[Finding]:
             observed += probed_tensorrt.check(group)
         else:
             observed += _failures(group, _other_version(group, ctx.triton)) + _shadowed(group)
-    return observed + _versions(frameworks, ctx.triton) + _unregistered(frameworks, ctx.models)
+    return observed + _versions(frameworks, ctx.triton) + _unregistered(frameworks, ctx.models, probes)
 
 
 def notes(probes: Probes) -> list[str]:
@@ -184,7 +180,7 @@ def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
     return found
 
 
-def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:
+def _unregistered(groups: list[ProbedGroup], models, probes: Probes) -> list[Finding]:
     found = []
     by_model = {g.model: g for g in groups if g.framework == "onnxruntime" and not g.unavailable}
     torch = next((g for g in groups if g.framework == "torch" and not g.unavailable), None)
@@ -193,13 +189,13 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:
             continue
         if model.backend == "onnxruntime" and (group := by_model.get(model.name)):
             path = model.model_file("model.onnx")
-            try:
-                used, local = model_ops(path)
-            except (InputError, ValueError, BufferError):
+            ops = probes.onnx_ops.get(path)
+            if ops is None:
                 continue
+            used, local = ops
             registered = {name.split(" [")[0] for r in group.alone for name in r.registered}
             missing = sorted(f"{d}:{op}" for d, op in used - local if d not in ("", "ai.onnx")
-                             and f"{d}:{op}" not in registered and not _built_in(group.runtime, d))
+                             and f"{d}:{op}" not in registered and not _built_in(probes, group.runtime, d))
             if missing:
                 found.append(unregistered_ops(
                     f"model '{model.name}' uses {missing[0]}, which neither ONNX Runtime nor its op "
@@ -213,7 +209,7 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:
             schemas = {name for r in torch.alone for name in r.registered}
             namespaces = {name.split("::")[0] for name in schemas} - {
                 ns for r in torch.alone for ns in r.builtin_namespaces}
-            missing = sorted(f"{ns}::{op}" for ns, op in torchscript_ops(archive)
+            missing = sorted(f"{ns}::{op}" for ns, op in probes.torchscript_calls.get(archive, frozenset())
                              if ns in namespaces and f"{ns}::{op}" not in schemas)
             if missing:
                 namespace = missing[0].split("::")[0]
@@ -227,7 +223,7 @@ def _unregistered(groups: list[ProbedGroup], models) -> list[Finding]:
     return found
 
 
-def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Finding]:
+def _unregistered_tensorflow(registry: TensorflowRegistry, models, probes: Probes) -> list[Finding]:
     """CO408: a SavedModel or GraphDef uses op types TensorFlow does not know, even with the plan's op
     libraries loaded: loading the model fails."""
     found = []
@@ -235,10 +231,10 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Findi
         if model.backend != "tensorflow" or not model.versions:
             continue
         path = model.model_file("model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel")
-        try:
-            missing = sorted(tf_model_ops(path) - registry.ops)
-        except (InputError, ValueError, BufferError):
+        ops = probes.tensorflow_ops.get(path)
+        if ops is None:
             continue  # absent or unreadable: the backend's own error, reported elsewhere
+        missing = sorted(ops - registry.ops)
         if missing:
             loaded = ", ".join(registry.libraries) or "no TensorFlow op libraries"
             found.append(unregistered_ops(
@@ -250,9 +246,9 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models) -> list[Findi
     return found
 
 
-def _built_in(runtime: str | None, domain: str) -> bool:
+def _built_in(probes: Probes, runtime: str | None, domain: str) -> bool:
     """Whether the ONNX Runtime library that probed names the domain (com.microsoft, ai.onnx.ml, ...)."""
-    return runtime is not None and mentioned([runtime], b"\0" + domain.encode() + b"\0")
+    return runtime is not None and domain in probes.built_in.get(runtime, frozenset())
 
 
 def merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:
