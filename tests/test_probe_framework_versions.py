@@ -88,7 +88,11 @@ def tensorflow_root(installed_root, tree, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def torch_root(installed_root, tree, tmp_path_factory) -> Path:
-    return root_with(tree, tmp_path_factory, wheel("torch", OTHER_TORCH))
+    """A container of torch 2.14.1's wheel, with stubs of the CUDA libraries it needs: the container's own
+    libtorch probes on a machine without a CUDA runtime too."""
+    root = root_with(tree, tmp_path_factory, wheel("torch", OTHER_TORCH))
+    real_container.with_cuda_stubs(root / "opt/tritonserver/backends/pytorch")
+    return root
 
 
 def probing(tmp_path: Path) -> ProbeSettings:
