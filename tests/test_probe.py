@@ -149,3 +149,13 @@ def test_a_framework_the_interpreter_lacks_is_unavailable_not_failed(tree, bare_
     assert result.status is ProbeStatus.UNAVAILABLE and f"{bare_python} cannot load torch" in result.message
     assert frameworks.tensorflow_ops((str(tree / "b/liba.so"),), python=bare_python).startswith(
         f"{bare_python} cannot load tensorflow")
+
+
+def test_the_probe_runner_imports_without_numpy():
+    """The probe's parent side runs under the probing interpreter (a system python, as uid 65534, without numpy):
+    customops.probe.frameworks imports with the standard library alone (tensorrt_standin, which reads ELF files,
+    is imported only for TensorRT). A top-level import of it made 12 uid-65534 attack tests skip."""
+    code = "import sys; sys.modules['numpy'] = None; import customops.probe.frameworks"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode == 0, done.stderr

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from customops.inspect import protowire
-from customops.probe import sandbox, tensorrt_standin
+from customops.probe import sandbox
 from customops.probe.reported import Reported, tagged
 from customops.probe.results import ProbeResult, ProbeStatus
 
@@ -76,6 +76,9 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     every descriptor, cannot. A loader that reported every library loaded but did not finish cleanly (a
     crash, a timeout, an exit) has the last one reported as that, not as loaded."""
     if framework == "tensorrt":  # no framework in `python`: a recording stand-in for libnvinfer (its own module)
+        # imported here: it reads ELF files (numpy), which the system python probing as uid 65534 has not
+        from customops.probe import tensorrt_standin
+
         return tensorrt_standin.probe_group(libraries, python, timeout, memory_mb)
     paths = tuple(os.path.abspath(lib) for lib in libraries)
     python = python or sys.executable
