@@ -4,7 +4,8 @@
 # python3-venv gcc g++` (and git), a clone of this checkout in root's home (/root, mode 0700, as on Debian), and
 # both Quick start commands run there as root in a chroot: ./scripts/example.sh must exit 0 and print the
 # README's sample output and its status line, ./scripts/test.sh must exit 0. The example also runs as an
-# unprivileged user from a clone in that user's home. Exit 0 when every promise held; else 1 and what differed.
+# unprivileged user from a clone in that user's home. Exit 0 when every promise held; else 1 and what differed;
+# 3 when no fresh machine could be made (mmdebstrap not installable, no Debian mirror answering).
 #
 #   scripts/fresh-machine.sh            needs root, mmdebstrap (installed with apt-get when missing), network
 #                                       access to a Debian mirror and to the package index pip uses
@@ -35,7 +36,8 @@ main() {
   [ "$(id -u)" = 0 ] || { say "needs root (mmdebstrap, chroot, mounts)"; exit 2; }
   if ! command -v mmdebstrap >/dev/null; then
     say "installing mmdebstrap"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap) >/dev/null
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap) >/dev/null \
+      || { say "could not install mmdebstrap"; exit 3; }
   fi
 
   mirror=${FRESH_MIRROR:-http://deb.debian.org/debian}
@@ -61,7 +63,7 @@ main() {
       --customize-hook='chroot "$1" apt-get install -y python3 python3-venv gcc g++ git' \
       bookworm "$root" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
       "deb $security bookworm-security main" >"$work/mmdebstrap.log" 2>&1 \
-      || { tail -30 "$work/mmdebstrap.log" >&2; say "mmdebstrap failed"; exit 1; }
+      || { tail -30 "$work/mmdebstrap.log" >&2; say "mmdebstrap failed (no Debian mirror?)"; exit 3; }
     touch "$root/.quickstart-installed"
     say "root made ($(elapsed)): $(chroot "$root" python3 --version), $(chroot "$root" gcc --version | head -1)"
   fi
@@ -88,7 +90,7 @@ main() {
   # 3. what the root reuses from outside (read-only): the Triton-core oracle, pip's set-up and a pip cache
   binds=()
   envs=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb
-        CI="${CI:-}")
+        CI="${CI:-}" CUSTOMOPS_FRESH_INSIDE=1)  # the suite inside does not make a fresh machine of its own
   core=${CUSTOMOPS_TRITON_CORE:-$HOME/.cache/customops-oracles/triton}
   if [ -x "$core/bin/mini_tritonserver" ] && [ -f "$core/lib/libtritonserver.so" ]; then
     mkdir -p "$root/opt/customops-triton-core"
