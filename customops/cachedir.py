@@ -98,11 +98,11 @@ def _check_root(wanted: str) -> Path | None:
             with contextlib.suppress(FileExistsError):  # a concurrent run made it: checked below like any
                 os.mkdir(directory, 0o700)
         real = os.path.realpath(wanted, strict=True)
-        if not _owned(os.stat(real), own=True):
+        if not trusted_directory(os.stat(real), own=True):
             return None
         parent = os.path.dirname(real)
         while True:  # nobody else may rename or replace anything on the way down
-            if not _owned(os.stat(parent), own=False):
+            if not trusted_directory(os.stat(parent), own=False):
                 return None
             if parent == "/":
                 return Path(real)
@@ -111,7 +111,7 @@ def _check_root(wanted: str) -> Path | None:
         return None
 
 
-def _owned(st: os.stat_result, own: bool) -> bool:
+def trusted_directory(st: os.stat_result, own: bool) -> bool:
     """A directory of ours (own) or one above it: owned by this user (or root above), and not writable by
     group or others (above it, a sticky directory such as /tmp is fine: no one can rename our entry)."""
     if not stat.S_ISDIR(st.st_mode):

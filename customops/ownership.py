@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
+from customops import cachedir
 from customops.errors import printable
 
 
@@ -43,8 +44,7 @@ def _judged(entry: str, path: str) -> str | None:
         return f"its directory {printable(directory)} is writable by others or owned by {_owner(holder.st_uid)}"
     while directory != "/":
         directory = os.path.dirname(directory)
-        above = os.stat(directory)
-        if not _trusted_owner(above) or (above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX):
+        if not cachedir.trusted_directory(os.stat(directory), own=False):  # the cache's own rule above it
             return f"{printable(directory)} above it can be changed by others"
     return None
 

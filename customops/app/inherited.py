@@ -21,8 +21,14 @@ class Inherited:
         return ":".join(p for p in parts if p) or None
 
     def library_path_with(self, ours: tuple[str, ...]) -> str | None:
-        """customops' directories first, then the inherited value as it is (its empty entries are `.`)."""
-        return ":".join([*ours, *([self.library_path] if self.library_path else [])]) or None
+        """customops' directories first (each once), then the inherited value as it is (its empty entries are
+        `.`)."""
+        return ":".join([*dict.fromkeys(ours), *([self.library_path] if self.library_path else [])]) or None
+
+    @classmethod
+    def of(cls, environ: dict[str, str], existing_preload: str) -> Inherited:
+        """What a server started from `environ` inherits, its LD_PRELOAD where --existing-preload puts it."""
+        return cls(environ.get("LD_PRELOAD"), environ.get("LD_LIBRARY_PATH"), existing_preload == "first")
 
 
 NOTHING_INHERITED = Inherited()  # `check`: customops' own variables alone

@@ -94,8 +94,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     if run_the_check:
         check = run_check(list(host_repositories(args, root, mounts)), manifest, container, mounts,
                           server.model_config_name, set(server.models) if server.models is not None else None,
-                          inherited=Inherited(environ.get("LD_PRELOAD"), environ.get("LD_LIBRARY_PATH"),
-                                              existing_preload == "first"), server_plugins=server.plugins,
+                          inherited=Inherited.of(environ, existing_preload), server_plugins=server.plugins,
                           probe=probe(container) if probe else None, reader=reader,
                           auto_complete=server.auto_complete, model_namespacing=server.model_namespacing)
     argv, environment, added = assemble(server_argv, root, manifest, mounts, environ, existing_preload)
@@ -151,13 +150,12 @@ def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tupl
                                  "a space or a colon, which ld.so treats as separators, or a control character, which "
                                  "customops refuses in the paths it exports)")
     environment: dict[str, str] = {}
-    existing = [p for p in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
+    inherited = Inherited.of(environ, existing_preload)  # as the check models it
     if ours:
-        merged = [*ours, *existing] if existing_preload == "last" else [*existing, *ours]
-        environment["LD_PRELOAD"] = ":".join(dict.fromkeys(merged))
+        merged = (inherited.preload_with(":".join(ours)) or "").replace(" ", ":").split(":")
+        environment["LD_PRELOAD"] = ":".join(dict.fromkeys(p for p in merged if p))
     if plan.library_path:  # the inherited value kept as it is: an empty entry in it is the working directory
-        environment["LD_LIBRARY_PATH"] = Inherited(library_path=environ.get("LD_LIBRARY_PATH")).library_path_with(
-            tuple(dict.fromkeys(plan.library_path))) or ""
+        environment["LD_LIBRARY_PATH"] = inherited.library_path_with(plan.library_path) or ""
     plugins = _plugins(manifest, root, mounts)
     argv = with_plugins(args, plugins)
     return argv, environment, [a for a in argv if a not in server_argv]
