@@ -1,6 +1,6 @@
 """The code table: every finding code, its default severity, and its explanation.
 
-One source for `customops explain CODE`, the SARIF rule metadata, the README's table and the pages under
+One source for `customops explain CODE`, the SARIF rule metadata, the table in docs/codes/README.md and the pages under
 docs/codes/ (written by `python -m customops.codes --write-docs`; tests/test_code_docs.py fails when they
 drift). Codes are a
 public contract for CI users: a code's meaning never changes; new codes are added, none are reused.
@@ -368,15 +368,15 @@ def doc_page(code: str) -> str:
 
 
 def readme_table() -> str:
-    """The README's table of codes, between README_BEGIN and README_END."""
-    rows = [f"| [{c.code}](docs/codes/{c.code}.md) | {c.severity} | {_markdown(c.title)}"
+    """The table of codes in docs/codes/README.md, between README_BEGIN and README_END."""
+    rows = [f"| [{c.code}]({c.code}.md) | {c.severity} | {_markdown(c.title)}"
             f"{'' if c.emitted else ' (reserved: not reported yet)'} |" for c in _TABLE]
     return "\n".join([README_BEGIN, "| code | severity | meaning |", "|---|---|---|", *rows, README_END])
 
 
 def generated(root: Path) -> dict[Path, str]:
     """Every generated file under the checkout `root` with the content it should have."""
-    readme = root / "README.md"
+    readme = root / "docs" / "codes" / "README.md"
     text = readme.read_text()
     start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
     pages = {root / "docs" / "codes" / f"{code}.md": doc_page(code) for code in CODES}
@@ -384,7 +384,7 @@ def generated(root: Path) -> dict[Path, str]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m customops.codes --write-docs [CHECKOUT]`: rewrite the README's table and docs/codes/."""
+    """`python -m customops.codes --write-docs [CHECKOUT]`: rewrite docs/codes/: its README's table and a page per code."""
     if not argv or argv[0] != "--write-docs":
         print("usage: python -m customops.codes --write-docs [CHECKOUT]", file=sys.stderr)
         return 2

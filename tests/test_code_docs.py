@@ -1,4 +1,4 @@
-"""The README's table of finding codes and docs/codes/*.md are generated from customops/codes.py; this fails
+"""The table of finding codes in docs/codes/README.md and docs/codes/CO*.md are generated from customops/codes.py; this fails
 when they drift from it. To update them: python -m customops.codes --write-docs"""
 
 import json
@@ -10,14 +10,14 @@ ROOT = Path(__file__).parent.parent
 FIX = "out of date: run `python -m customops.codes --write-docs`"
 
 
-def test_the_readme_table_and_the_code_pages_match_the_code_table():
+def test_the_codes_table_and_the_code_pages_match_the_code_table():
     stale = [str(path.relative_to(ROOT)) for path, content in generated(ROOT).items()
              if not path.exists() or path.read_text() != content]
     assert stale == [], FIX
 
 
 def test_there_is_no_page_for_a_code_not_in_the_table():
-    pages = {p.stem for p in (ROOT / "docs" / "codes").glob("*.md")}
+    pages = {p.stem for p in (ROOT / "docs" / "codes").glob("CO*.md")}
     assert sorted(pages - set(CODES)) == [], FIX
 
 

@@ -516,6 +516,15 @@ HOOK_SKIPS = ["README.md", "src/model.cc", "models/ranker/1/model.onnx.bak", "mo
               "models/ranker/config.pbtxt.orig", "setup.py"]
 
 
+def test_the_developers_pre_commit_config_runs_the_style_tests_checks():
+    """.pre-commit-config.yaml is valid to pre-commit and runs what tests/test_style.py runs, with .venv's tools."""
+    passes(run(validator("pre-commit", "pre-commit"), "validate-config", ROOT / ".pre-commit-config.yaml"))
+    (local,) = load(ROOT / ".pre-commit-config.yaml")["repos"]
+    assert local["repo"] == "local"
+    entries = {hook["entry"] for hook in local["hooks"]}
+    assert entries == {".venv/bin/ruff check --fix", ".venv/bin/mypy customops"}
+
+
 def test_the_pre_commit_hook_definition():
     passes(run(validator("pre-commit", "pre-commit"), "validate-manifest", ROOT / ".pre-commit-hooks.yaml"))
     result = run(validator("zizmor", "zizmor"), "--offline", "--no-config", "--color=never",
