@@ -5,9 +5,13 @@
 # foreign-architecture toolchains the ELF reader is tested with and the interpreter's shared libpython.
 # The interpreter: $PYTHON, else the system's /usr/bin/python3 where it exists (Debian's), else python3 on
 # PATH; .venv is made again when it was made by another interpreter (another version or installation).
-# Extra arguments go to pytest.
+# Extra arguments go to pytest. `--fast` first: the edit loop, about a minute: only the tests marked neither
+# `oracle` (confirmed by a real runtime: ld.so in a chroot, the frameworks, the Triton core, published wheels)
+# nor `slow` (builds, installs, fresh clones), and no pip run when .venv already holds this pyproject.toml's set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=()
+if [ "${1:-}" = --fast ]; then shift; fast=(-m "not oracle and not slow"); fi
 
 if [ -n "${PYTHON:-}" ]; then python=$PYTHON
 elif [ -x /usr/bin/python3 ]; then python=/usr/bin/python3
@@ -41,6 +45,11 @@ if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c "$identity" 2>/dev/null)"
   rm -rf .venv
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
+stamp=.venv/customops-test.stamp
+installed="$(sha256sum pyproject.toml scripts/test.sh | sha256sum | cut -d' ' -f1) $PWD"
+if [ ${#fast[@]} -gt 0 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$installed" ]; then
+  exec .venv/bin/python -m pytest -n 2 "${fast[@]}" "$@"
+fi
 pip_quiet() { .venv/bin/python -m pip install -q "$@" > .venv/pip.log 2>&1 || { cat .venv/pip.log; exit 1; }; }
 pip_quiet --upgrade pip
 # the framework versions the tests expect (the extras are ranges for users); setuptools>=77 builds the sdist
@@ -50,4 +59,5 @@ pip_quiet -e ".[test,torch,tensorflow,onnxruntime]" "torch==2.13.0" "tensorflow-
 pip_quiet --no-deps "tensorflow-text==2.21.1"
 # a published ONNX Runtime custom-op library (the version the tests' expectations were read from)
 pip_quiet "onnxruntime-extensions==0.15.2"
-.venv/bin/python -m pytest -n 2 "$@"
+echo "$installed" > "$stamp"
+.venv/bin/python -m pytest -n 2 ${fast[@]+"${fast[@]}"} "$@"
