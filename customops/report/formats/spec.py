@@ -20,6 +20,8 @@ class SideFile(NamedTuple):
 
 
 class ReportFormat(NamedTuple):
+    """One format (a NamedTuple: every start of check defines the registry, a cached one too)."""
+
     name: str
     description: str  # its part of --format's help
     # the report of a run, its paths relative to the base directory, for the stream it goes to (None: standard
