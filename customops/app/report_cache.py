@@ -24,10 +24,11 @@ REPORT_SHAPE = {"report": Text(lines=True), "exit_code": frozenset({0, 1}), "sum
 
 
 def report_key(request: CheckRequest, report_format: str, base: str = "") -> list[str] | None:
-    """[cache directory, *key parts]; None when the report is not cached (--no-cache; the text report, which
-    is for people and styled for their terminal; --probe, whose children's results are cached on their own)
-    or a file of the key vanished while it was read."""
-    if not request.use_cache or report_format == "text" or request.probe is not None:
+    """[cache directory, *key parts] of a report that may be cached (not the text report, which is for people
+    and styled for their terminal: ReportRequest.cached); None when it is not cached (--no-cache; --probe,
+    whose children's results are cached on their own) or a file of the key vanished while it was read.
+    `report_format`: its format, and the option that changes it (`json with statistics`)."""
+    if not request.use_cache or request.probe is not None:
         return None
     options: dict[str, Any] = {k: v for k, v in asdict(request).items() if k not in ("cache_dir", "use_cache")}
     options["models"] = None if request.models is None else sorted(request.models)

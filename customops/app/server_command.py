@@ -9,9 +9,9 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from customops.errors import CustomopsError, InputError
-from customops.triton.mounts import Mounts, resolve_host
-from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, ServerArgs, tensorrt_plugins, unchecked
+from customops.errors import CustomopsError, InputError, printable
+from customops.triton.mounts import Mounts, parse_mount, resolve_host
+from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, ServerArgs, parse, tensorrt_plugins, unchecked
 
 if TYPE_CHECKING:
     from customops.app.request import CheckRequest
@@ -71,3 +71,29 @@ def applied(request: CheckRequest, server: ServerSettings, *, recorded: bool = F
                    model_namespacing=request.model_namespacing or server.model_namespacing,
                    server_notes=(*request.server_notes, *server.notes), server_plugins=server.plugins)
 
+
+
+def with_server_command(request: CheckRequest, server: tuple[str, ...]) -> CheckRequest:
+    """`check -- tritonserver ARGS`: the repositories, backend directory, config name, models to load, auto-complete
+    setting and TensorRT plugins read from the server's own command line, as launch reads them; ValueError when
+    check's own options say the same thing too."""
+    given = [f for f, v in (("MODEL_REPOSITORY", request.repositories), ("--model-config-name",
+             request.model_config_name), ("--load-model", request.models is not None),
+             ("--backend-directory", request.container.backend_directory != DEFAULT_BACKEND_DIRECTORY)) if v]
+    if given:
+        raise ValueError(f"{given[0]} is read from the tritonserver command line after --; give it there only")
+    sa = parse(list(server) if server else ["tritonserver"])
+    root = os.path.abspath(request.container.root) if request.container.root else None
+    repositories = host_repositories(sa, root, tuple(parse_mount(m) for m in request.mounts))
+    return replace(applied(request, settings(sa)), repositories=repositories)
+
+
+def profile_backend_directory(server_args: tuple[str, ...], given: str | None) -> str:
+    """The backend directory a profile describes: the recorded server arguments' (read as a check against the
+    profile reads them: a line the server would refuse is refused now, not at that check), or
+    --backend-directory (`given`); both, if they differ, is a mistake."""
+    recorded = parse(["tritonserver", *server_args])
+    if given is not None and recorded.backend_directory not in (None, given):
+        raise CustomopsError(f"--backend-directory {printable(given)} differs from the recorded server arguments' "
+                             f"{printable(recorded.backend_directory or '')}: give it once")
+    return given or settings(recorded).backend_directory

@@ -13,16 +13,10 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from customops.errors import CustomopsError, InputError, printable
 from customops.outputs import remove_stale, write_file
+from customops.report.formats import FORMATS
 
 if TYPE_CHECKING:
-    from customops.app.checking import CheckRun
-    from customops.app.request import CheckRequest
-
-FORMATS = ("text", "json", "sarif", "junit", "github", "gitlab")
-SCANNING_FORMATS = ("sarif", "junit", "github", "gitlab")  # paths relative to the checkout (json's: the repository)
-REPORT_FILES = {"sarif": "SARIF", "junit": "JUnit XML", "gitlab": "GitLab Code Quality"}  # --sarif FILE, ...
-SERVER_PROGRAM = "tritonserver"
-ON_EXIT_2 = {"sarif": "not written when the run ends with exit 2, so that no upload closes open alerts"}
+    from customops.app.request import CheckCommand, ReportRequest
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -86,14 +80,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", "--output-format", choices=FORMATS, default="text",
-                   help="text for people, json (customops.check/1), sarif (code scanning), junit (test dashboards), "
-                        "github (workflow annotations), gitlab (GitLab Code Quality); default: text")
+    """--format, -o and each --<format> FILE, from the registry of formats (customops.report.formats)."""
+    p.add_argument("--format", "--output-format", choices=tuple(FORMATS), default="text",
+                   help=", ".join(f.description for f in FORMATS.values()) + "; default: text")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of standard output")
-    for report_format, what in REPORT_FILES.items():
-        p.add_argument(f"--{report_format}", metavar="FILE", dest=f"{report_format}_file",
-                       help=f"also write the {what} report to FILE, whatever --format prints ("
-                            f"{ON_EXIT_2.get(report_format, 'written even when the run ends with exit 2')})")
+    for name, report_format in FORMATS.items():
+        if report_format.side_file is not None:
+            p.add_argument(f"--{name}", metavar="FILE", dest=f"{name}_file",
+                           help=f"also write the {report_format.side_file.what} report to FILE, whatever --format "
+                                f"prints ({report_format.side_file.on_exit_2})")
     p.add_argument("--base-dir", metavar="DIR",
                    help="sarif, github, gitlab and junit: file paths relative to this directory (default: the git "
                         "checkout holding the first repository, where code scanning and workflow annotations resolve "
@@ -104,101 +99,104 @@ def run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None
     """The check; a run that cannot check (bad input, exit 2) still writes each JUnit and GitLab report file
     it was asked for, with the error as its one result, so that the upload step after it finds a file that
     says why; and leaves no SARIF file (error_reports)."""
+    command = check_command(args)
     try:
-        return _run(args, usage)
+        return _run(command, usage)
     except CustomopsError as exc:
-        error_reports(args, str(exc), exc.path if isinstance(exc, InputError) else None)
+        error_reports(command, str(exc), exc.path if isinstance(exc, InputError) else None)
         raise
 
 
-def error_reports(args: argparse.Namespace, message: str, path: str | None = None) -> None:
+def check_command(args: argparse.Namespace) -> CheckCommand:
+    """The command line as the one object handed down (nothing read yet: customops.app.check_command reads)."""
+    from customops.app.request import CheckCommand, ProbeOptions, ReportOptions
+    from customops.app.target import ContainerChoice
+    from customops.codes import Severity
+
+    server = getattr(args, "server", None)  # set by customops.cli, from after `--`
+    side_files = [(name, getattr(args, f"{name}_file", None)) for name in FORMATS]
+    wanted = [(args.format, args.output), *((name, path) for name, path in side_files if path)]
+    return CheckCommand(
+        tuple(args.repositories), ContainerChoice(args.container_root, args.profile, args.triton_release,
+                                                  args.backend_directory),
+        more_repositories=tuple(args.more_repositories), server=None if server is None else tuple(server),
+        manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
+        load_model=tuple(args.load_model) if args.load_model is not None else None,
+        fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
+        select=tuple(args.select) if args.select is not None else None, ignore=tuple(args.ignore or ()),
+        probe=ProbeOptions(args.probe_python, args.probe_onnxruntime) if args.probe else None,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, reports=tuple(_report(*w) for w in wanted),
+        base_dir=args.base_dir, options=ReportOptions(args.statistics, 1 if args.verbose else -1 if args.quiet else 0,
+                                                      args.color), exit_zero=args.exit_zero)
+
+
+def _report(name: str, output: str | None) -> ReportRequest:
+    from customops.app.request import ReportRequest
+
+    return ReportRequest(name, output, FORMATS[name].relative_to, FORMATS[name].cached)
+
+
+def error_reports(command: CheckCommand, message: str, path: str | None = None) -> None:
     """Each requested JUnit, GitLab or GitHub report file, with the error as its one result, at the file it
     names (`path`, where it lies in the checkout; else the first model repository, the working directory or
-    the checkout): exit 2 follows. A text or JSON report file an earlier run left is removed (its verdict is
-    not this run's). No SARIF file, and one left there by an earlier run is removed: code
-    scanning would take it for an analysis that found nothing and close every open alert, so the upload step
-    (`hashFiles(...) != ''`) skips and the alerts stay as the last complete run left them (docs/ci.md)."""
-    from customops.report.check import error_location, error_report
-    from customops.triton.manifest import checkout_root
+    the checkout): exit 2 follows. A format without an exit-2 report (text, JSON, SARIF) has its file that an
+    earlier run left removed: its verdict is not this run's, and code scanning would take a SARIF file for an
+    analysis that found nothing and close every open alert, so the upload step (`hashFiles(...) != ''`) skips
+    and the alerts stay as the last complete run left them (docs/ci.md)."""
+    from customops.app.check_command import error_base
+    from customops.report.check import error_location
 
-    named = [os.path.abspath(r) for r in (*args.repositories, *args.more_repositories)]
-    base = os.path.abspath(args.base_dir) if args.base_dir else checkout_root(named[0] if named else os.getcwd())
-    where = error_location([p for p in (path, *named[:1], os.getcwd()) if p], base)
-    for report_format, output in outputs(args):
-        if not output:
+    where = error_location([p for p in (path, *command.named[:1], os.getcwd()) if p], error_base(command))
+    for report in command.reports:
+        if not report.output:
             continue
-        if report_format == "sarif" or report_format not in SCANNING_FORMATS:
-            remove_stale(output)  # the previous run's verdict (`"ok": true`) must not stand for this one
+        text = FORMATS[report.format].error(message, where)
+        if text is None:
+            remove_stale(report.output)  # the previous run's verdict (`"ok": true`) must not stand for this one
         else:
             with contextlib.suppress(CustomopsError):  # a file that cannot be written: the error stands alone
-                emit(error_report(report_format, message, where), output)
+                emit(text, report.output)
 
 
-def outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """Every report of the run: (format, file, or None for standard output); --format's first."""
-    extra = [(f, getattr(args, f"{f}_file", None)) for f in REPORT_FILES]
-    return [(args.format, args.output), *((f, path) for f, path in extra if path)]
-
-
-def _run(args: argparse.Namespace, usage: Callable[[str], NoReturn] | None = None) -> int:
+def _run(command: CheckCommand, usage: Callable[[str], NoReturn] | None = None) -> int:
     """`usage` reports a wrong combination of options with check's usage line (the parser's error), else as
     CustomopsError."""
     def wrong(message: str) -> NoReturn:
         if usage is not None:
-            error_reports(args, message)  # the usage line exits: its report files are written first
+            error_reports(command, message)  # the usage line exits: its report files are written first
             usage(message)
         raise CustomopsError(message)
 
-    from customops.app import report_cache
+    from customops.app.check_command import Cached, answer, check_request
 
-    if args.statistics and args.format not in ("text", "json"):
-        wrong("--statistics applies to the text and json reports only (the other formats list every finding)")
-    wanted = outputs(args)
-    files = [_real(path) for _, path in wanted if path]
+    counted = [name for name, f in FORMATS.items() if f.statistics]
+    if command.options.statistics and command.reports[0].format not in counted:
+        wrong(f"--statistics applies to the {' and '.join(counted)} reports only (the other formats list every "
+              "finding)")
+    files = [_real(report.output) for report in command.reports if report.output]
     if len(set(files)) < len(files):
         wrong("two reports would be written to the same file")
     try:
-        request = check_request(args)
+        request = check_request(command)
     except ValueError as exc:
         wrong(str(exc))
-    request, notes = report_cache.guarded(request)
-    bases = {f: report_base(f, args, request) for f, _ in wanted}
-    keys = [report_cache.report_key(request, f"{f} with statistics" if args.statistics else f, bases[f])
-            for f, _ in wanted]
-    hits = [hit for k in keys if k is not None and (hit := report_cache.cached_report(k)) is not None]
-    if len(hits) == len(wanted):
-        _warn(request)
-        for (_, output), hit in zip(wanted, hits, strict=True):
-            emit(hit["report"], output)
-        _log_summary(wanted, hits[0]["summary"])
-        return _exit_status(args, int(hits[0]["exit_code"]))
-    from customops.app.checking import check_repositories
-    from customops.report.check import summary_line
-
-    checked = check_repositories(request, notes)
-    _warn(request)
-    summary = summary_line(checked.result, checked.fail_on, checked.exit_code)
-    for (report_format, output), key in zip(wanted, keys, strict=True):
-        if report_format == "text":
-            render_text(args, checked, bases[report_format], output)
-            continue
-        text = render(report_format, checked, bases[report_format], args.statistics)
-        emit(text, output)
-        if key is not None:
-            report_cache.store_report(key, text, checked.exit_code, checked.dependencies, summary)
-    _log_summary(wanted, summary)
-    return _exit_status(args, checked.exit_code)
-
-
-def _warn(request: CheckRequest) -> None:
-    """A warning on the container (--container-root that is not a container's root) or on a discovered manifest or
-    profile passed over (customops.ownership), on standard error before the report whose findings it explains;
-    the report's notes say it too."""
-    from customops import ownership
-    from customops.app.target import root_warnings
-
-    for warning in [*root_warnings(request.container), *ownership.warnings()]:
+    result = answer(command, request)
+    for warning in result.warnings:
         sys.stderr.write(f"customops: warning: {printable(warning)}\n")
+    if isinstance(result, Cached):
+        for report, text in zip(command.reports, result.texts, strict=True):
+            emit(text, report.output)
+        exit_code, summary = result.exit_code, result.summary
+    else:
+        from customops.report.summary import summary_line
+
+        run = result.run
+        exit_code, summary = run.exit_code, summary_line(run.result, run.fail_on, run.exit_code)
+        for each in result.reports:
+            render = partial(FORMATS[each.report.format].render, run, each.base, command.options)
+            result.keep(each, write(render, each.report.output), summary)
+    _log_summary(command.reports, summary)
+    return 0 if command.exit_zero else exit_code  # --exit-zero, as ruff's: the reports still say FAIL
 
 
 def _real(path: str) -> str:
@@ -209,136 +207,41 @@ def _real(path: str) -> str:
         return os.path.abspath(path)
 
 
-def _exit_status(args: argparse.Namespace, verdict: int) -> int:
-    """--exit-zero, as ruff's: findings never fail the command (the reports still say FAIL and carry the exit
-    code the check decided)."""
-    return 0 if args.exit_zero else verdict
-
-
-def report_base(report_format: str, args: argparse.Namespace, request: CheckRequest) -> str:
-    """The directory a report's paths are relative to: for the CI formats the git checkout (where code scanning
-    and workflow annotations resolve them) or --base-dir; else the first repository, or its checkout when the
-    manifest lies between the two (its findings' paths would otherwise be absolute)."""
-    from customops.triton.manifest import checkout_root, find_manifest
-
-    base = request.repositories[0] if request.repositories else os.getcwd()
-    if report_format in SCANNING_FORMATS:
-        return os.path.abspath(args.base_dir) if args.base_dir else checkout_root(base)
-    manifest = request.manifest or find_manifest(list(request.repositories))
-    checkout = checkout_root(base)
-    if manifest and _inside(manifest, checkout) and not _inside(manifest, base):
-        return checkout  # a manifest above the repository: every path relative to the checkout, its own too
-    return base
-
-
-def _inside(path: str, directory: str) -> bool:
-    return os.path.abspath(path).startswith(os.path.abspath(directory).rstrip("/") + "/")
-
-
-def _log_summary(wanted: list[tuple[str, str | None]], summary: str) -> None:
+def _log_summary(reports: tuple[ReportRequest, ...], summary: str) -> None:
     """When every report went to a file, the summary line on standard error: a CI log that says what the run
     found; so too for a run that checked the configs only, unless the text report is on standard output (a
     GitLab report, a bare array of issues, has no place to say so)."""
     from customops.report.summary import limited
 
-    printed = [report_format for report_format, output in wanted if not output]
+    printed = [report.format for report in reports if not report.output]
     if not printed or (limited(summary) and "text" not in printed):
         sys.stderr.write(f"customops: {summary}\n")
 
 
-def check_request(args: argparse.Namespace) -> CheckRequest:
-    """The options that decide the check's answer; ValueError for an unknown code in --select/--ignore."""
-    from customops.app.request import CheckRequest, ProbeOptions
-    from customops.app.target import ContainerChoice
-    from customops.codes import Severity
-    from customops.selection import parse_selectors
+def write(render: Callable[[TextIO | None], str], output: str | None) -> str:
+    """A report, rendered for the stream it goes to (`output`, else standard output), written as emit writes it;
+    its text."""
+    if not output:
+        text = render(None)
+        emit(text, None)
+        return text
+    rendered = []
 
-    named = [*args.repositories, *args.more_repositories]
-    _no_server_among(args.repositories)
-    if not named and getattr(args, "server", None) is None:
-        from customops.triton.discovery import find_model_repositories
+    def into(stream: TextIO) -> None:
+        rendered.append(render(stream))
+        stream.write(_ended(rendered[-1]))
 
-        named = find_model_repositories(os.getcwd())
-    request = CheckRequest(
-        repositories=tuple(os.path.abspath(r) for r in named),
-        container=ContainerChoice(args.container_root, args.profile, args.triton_release, args.backend_directory),
-        manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
-        models=frozenset(args.load_model) if args.load_model else None,
-        fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
-        select=parse_selectors(args.select, "--select") if args.select is not None else None,
-        ignore=parse_selectors(args.ignore or (), "--ignore"),
-        probe=ProbeOptions(args.probe_python, args.probe_onnxruntime) if args.probe else None,
-        cache_dir=args.cache_dir, use_cache=not args.no_cache)
-    server = getattr(args, "server", None)
-    return request if server is None else with_server_command(request, args, server)
-
-
-def _no_server_among(repositories: list[str]) -> None:
-    """`check --container-root C tritonserver --model-repository=R` (the `--` forgotten): the server's program is
-    no model repository; say where its command line goes rather than that ./tritonserver does not exist."""
-    for repository in repositories:
-        if os.path.basename(repository.rstrip("/")) == SERVER_PROGRAM and not os.path.isdir(repository):
-            raise CustomopsError(f"{printable(repository)} is the server, not a model repository: give the server's "
-                                 f"command line after --: customops check [OPTIONS] -- {SERVER_PROGRAM} "
-                                 "--model-repository=DIR ...")
-
-
-def with_server_command(request: CheckRequest, args: argparse.Namespace, server: list[str]) -> CheckRequest:
-    """`check -- tritonserver ARGS`: the repositories, backend directory, config name, models to load, auto-complete
-    setting and TensorRT plugins read from the server's own command line, as launch reads them
-    (customops.app.server_command); ValueError when check's own options say the same thing too."""
-    from dataclasses import replace
-
-    from customops.app.server_command import applied, host_repositories, settings
-    from customops.triton.mounts import parse_mount
-    from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY, parse
-
-    given = [f for f, v in (("MODEL_REPOSITORY", request.repositories), ("--model-config-name",
-             args.model_config_name), ("--load-model", args.load_model),
-             ("--backend-directory", args.backend_directory != DEFAULT_BACKEND_DIRECTORY)) if v]
-    if given:
-        raise ValueError(f"{given[0]} is read from the tritonserver command line after --; give it there only")
-    sa = parse(server if server else ["tritonserver"])
-    root = os.path.abspath(args.container_root) if args.container_root else None
-    repositories = host_repositories(sa, root, tuple(parse_mount(m) for m in args.mount))
-    return replace(applied(request, settings(sa)), repositories=repositories)
-
-
-def render(report_format: str, checked: CheckRun, base: str, statistics: bool = False) -> str:
-    """A machine-readable report (json, sarif, junit, github); paths relative to `base`; `statistics`: json's
-    statistics object (--statistics)."""
-    from customops.report import check as report
-    from customops.report import junit
-
-    result = checked.result
-    renderers = {
-        "json": lambda: report.to_json(result, checked.fail_on, checked.exit_code, base, statistics),
-        "sarif": lambda: report.to_sarif(result, base),
-        "junit": lambda: junit.to_junit(result, checked.fail_on, base, checked.seconds),
-        "github": lambda: report.to_github(result, base),
-        "gitlab": lambda: report.to_gitlab(result, base),
-    }
-    return renderers[report_format]()
-
-
-def render_text(args: argparse.Namespace, checked: CheckRun, base: str, output: str | None) -> None:
-    from customops.report import check as report
-    from customops.report.escape import console
-
-    result = checked.result
-    style = {"verbosity": 1 if args.verbose else -1 if args.quiet else 0, "statistics": args.statistics}
-
-    def write(f: TextIO | None) -> None:
-        report.render_text(result, checked.fail_on, checked.exit_code, base, console(f, args.color), **style)
-
-    if output:
-        write_file(output, write)
-    else:
-        write(None)
+    write_file(output, into)
+    return rendered[-1]
 
 
 def emit(text: str, output: str | None) -> None:
     if output:
-        write_file(output, lambda f: f.write(text if text.endswith("\n") else text + "\n"))
+        write_file(output, lambda f: f.write(_ended(text)))
     else:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def _ended(text: str) -> str:
+    """A report file's text ends its last line (an empty report too)."""
+    return text if text.endswith("\n") else text + "\n"

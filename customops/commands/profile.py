@@ -33,12 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from customops import progress
+    from customops.app.server_command import profile_backend_directory
     from customops.elf.cache import ElfReader
     from customops.triton.container import from_root, write_profile
 
     if args.image is not None and not args.image.isprintable():
         raise CustomopsError(f"--image {printable(args.image)}: contains a control character")
-    backend_directory = _backend_directory(args)
+    backend_directory = profile_backend_directory(tuple(args.server_args), args.backend_directory)
     with progress.shown(f"profiling {args.container_root}"):
         progress.stage("reading its facts")
         container = from_root(args.container_root, backend_directory, ElfReader(Path(args.cache_dir)
@@ -48,17 +49,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}")
     return 0
 
-
-def _backend_directory(args: argparse.Namespace) -> str:
-    """The backend directory the profile describes: the recorded server arguments' (read as a check against the
-    profile reads them: a line the server would refuse is refused now, not at that check), or
-    --backend-directory; both, if they differ, is a mistake."""
-    from customops.app.server_command import settings
-    from customops.triton.serverargs import parse
-
-    recorded = parse(["tritonserver", *args.server_args])
-    given = args.backend_directory
-    if given is not None and recorded.backend_directory not in (None, given):
-        raise CustomopsError(f"--backend-directory {printable(given)} differs from the recorded server arguments' "
-                             f"{printable(recorded.backend_directory or '')}: give it once")
-    return given or settings(recorded).backend_directory

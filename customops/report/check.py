@@ -1,5 +1,5 @@
-"""Render a CheckResult: json, sarif, github, gitlab (text: customops.report.text, junit: customops.report.junit).
-Reports only render.
+"""Render a CheckResult: json, sarif, github, gitlab (text: customops.report.text, junit: customops.report.junit;
+customops.report.formats puts each format behind one signature, with its exit-2 report). Reports only render.
 
 Everything a report shows from the repository is untrusted (see customops.report.escape): JSON and SARIF
 carry names exactly, except that a byte that is not UTF-8 becomes the text `\\xNN`, and SARIF's URIs
@@ -19,8 +19,8 @@ from customops.codes import CODES, Severity, doc_page, docs_url
 from customops.findings import Finding, model_of
 from customops.probe.groups import ProbedGroup
 from customops.report import related
-from customops.report.escape import dumps, github_data, github_property, printable, xml
-from customops.report.summary import CONFIGS_ONLY, NOT_MODELLED, counts, relative, scope, summary_line  # noqa: F401
+from customops.report.escape import dumps, github_data, github_property
+from customops.report.summary import CONFIGS_ONLY, NOT_MODELLED, counts, relative, scope
 from customops.report.text import _statistics, render_text  # noqa: F401 (render_text: imported from here)
 
 CHECK_SCHEMA = schemas.CHECK
@@ -220,25 +220,6 @@ def _fingerprint(f: Finding, base: str | None) -> str:
     identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, relative(f.file, base),
                                             relative(f.artifact, base)))
     return hashlib.sha256(key_bytes(identity)).hexdigest()  # two names that are not UTF-8 stay two alerts
-
-
-def error_report(report_format: str, message: str, where: str) -> str:
-    """junit, github or gitlab for a run that could not check: the error as the one thing it reports, at
-    `where` (error_location). Never SARIF: code scanning would take a file without the findings for an
-    analysis that found none, and close every open alert (docs/ci.md)."""
-    text = printable(message)
-    if report_format == "gitlab":
-        return dumps([{"description": text, "check_name": "customops", "fingerprint": hashlib.sha256(
-            text.encode("utf-8", "replace")).hexdigest(), "severity": "blocker",
-            "location": {"path": where, "lines": {"begin": 1}}}], indent=2)
-    if report_format == "junit":
-        return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="customops check" tests="1" failures="0" '
-                'errors="1" time="0">\n  <testsuite name="customops check" tests="1" failures="0" errors="1" '
-                f'time="0">\n    <testcase classname="customops.check" name="customops check" '
-                f'file="{xml(printable(where), True)}" time="0"><error message="{xml(text, True)}" type="bad input">'
-                f'{xml(text)}</error></testcase>\n  </testsuite>\n</testsuites>\n')
-    file = f"file={github_property(where)}," if where != "." else ""
-    return f"::error {file}title=customops::{github_data(text)}\n"
 
 
 def _uri(base: str) -> str:
