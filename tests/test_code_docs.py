@@ -33,10 +33,16 @@ def test_a_page_follows_the_explain_template():
 def test_sarif_rules_point_at_the_code_pages():
     from types import SimpleNamespace
 
+    from customops.codes import Code
+    from customops.emitters import making
     from customops.findings import Finding
     from customops.report.check import to_sarif
 
-    result = SimpleNamespace(findings=[Finding("CO304", "m"), Finding("CO104", "n")], suppressed=[], models=[],
+    with making(Code.CO304):
+        undefined = Finding(Code.CO304, "m")
+    with making(Code.CO104):
+        relative = Finding(Code.CO104, "n")
+    result = SimpleNamespace(findings=[undefined, relative], suppressed=[], models=[],
                              manifest=None, profile=None, loading_checked=True)
     rules = json.loads(to_sarif(result, None))["runs"][0]["tool"]["driver"]["rules"]
     assert [(r["id"], r["helpUri"]) for r in rules] == [("CO104", docs_url("CO104")), ("CO304", docs_url("CO304"))]
