@@ -20,6 +20,8 @@ from pathlib import Path
 
 from customops import packagedata
 
+FENCES = {".pbtxt": "pbtxt", ".toml": "toml", ".c": "c", ".cpp": "cpp"}  # an example's files, by suffix
+
 
 class Severity(IntEnum):
     INFO = 0
@@ -93,10 +95,25 @@ class Code(str, Enum):
 
 @dataclass(frozen=True)
 class Snippet:
-    """One file of an example: its name (config.pbtxt, customops.toml, op.c, a shell command's `$`) and text."""
+    """One file of an example: its name (config.pbtxt, customops.toml, op.c: what it is, after a space) and
+    text; or, named `$`, a command line and what it prints."""
 
     name: str
     text: str
+
+    @property
+    def shell(self) -> bool:
+        return self.name == "$"
+
+    @property
+    def lines(self) -> list[str]:
+        lines = self.text.splitlines()
+        return [f"$ {lines[0]}", *lines[1:]] if self.shell else lines
+
+    @property
+    def fence(self) -> str:
+        """The language of its Markdown code block."""
+        return "console" if self.shell else FENCES.get(Path(self.name.split()[0]).suffix, "text")
 
 
 @dataclass(frozen=True)
@@ -136,7 +153,6 @@ CODES: dict[Code, Entry] = {c.code: c for c in _TABLE}  # every Code (tests/test
 
 README_BEGIN = "<!-- finding codes: generated from customops/codes.py by `python -m customops.codes --write-docs` -->"
 README_END = "<!-- end of finding codes -->"
-FENCES = {".pbtxt": "pbtxt", ".toml": "toml", ".c": "c", ".cc": "cpp", ".cpp": "cpp", "$": "sh"}
 
 
 def docs_url(code: str) -> str:
@@ -172,7 +188,8 @@ def explain(code: str) -> str:
     if c.example is not None:
         lines += ["", f"Example (from {c.example.test})"]
         for snippet in c.example.files:
-            lines += [f"  {snippet.name}", *(f"    {line}".rstrip() for line in snippet.text.splitlines())]
+            lines += [f"  {'a command line' if snippet.shell else snippet.name}",
+                      *(f"    {line}".rstrip() for line in snippet.lines)]
     if c.references:
         lines += ["", "References", *(f"  {reference}" for reference in c.references)]
     return "\n".join(lines)
@@ -202,11 +219,11 @@ def doc_page(code: str) -> str:
     if c.example is not None:
         extra += ["", "## Example", "", f"From `{c.example.test}`:"]
         for snippet in c.example.files:
-            fence = FENCES.get(snippet.name if snippet.name == "$" else Path(snippet.name).suffix, "text")
-            extra += ["", f"{_markdown(snippet.name)}:" if snippet.name != "$" else "A command line:", "",
-                      f"```{fence}", *snippet.text.splitlines(), "```"]
+            extra += ["", "A command line:" if snippet.shell else f"{_markdown(snippet.name)}:", "",
+                      f"```{snippet.fence}", *snippet.lines, "```"]
     if c.references:
-        extra += ["", "## References", "", *(f"- {_markdown(reference)}" for reference in c.references)]
+        extra += ["", "## References", "", *(f"- {_markdown(reference)}".replace("_", "\\_")  # _dl_fixup
+                                            for reference in c.references)]
     return _page(c, extra)
 
 
