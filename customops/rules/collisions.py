@@ -6,7 +6,9 @@ strong definitions a preload imposes on other libraries (CO401), strong duplicat
 libraries of one scope (CO402), data objects whose sizes differ (CO403), an op library's copies of its
 framework's symbols (CO404, info), GNU_UNIQUE merging (CO405), and one SONAME for two files (CO407).
 Preloaded protobuf descriptor tables that make a library register a file twice are CO406, from
-customops.rules.descriptors.
+customops.rules.descriptors. The competing definitions are grouped by the two libraries (`Rivals`); each group
+counts toward the first of CO405, CO402, CO401 and CO404 whose test (PAIRINGS) gives it a pair of libraries,
+and that code's emitter makes the finding.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from customops.codes import Code
 from customops.elf.demangle import demangle
@@ -43,18 +46,14 @@ class Scope:
         return next((self.custom[p].model for p in libraries if p in self.custom and self.custom[p].model), None)
 
 
-@dataclass(frozen=True)
-class Competing:
-    """A definition of `symbol` that lost to another one (`unique`: merged process-wide, STB_GNU_UNIQUE)."""
+class Rivals(NamedTuple):
+    """Two libraries whose definitions compete: the one that wins, the one that loses, whether both
+    definitions are strong (STB_GLOBAL) and whether they are merged process-wide (STB_GNU_UNIQUE)."""
 
-    symbol: bytes
-    winner: Definition
-    loser: Definition
+    winner: str
+    loser: str
+    strong: bool
     unique: bool
-
-    @property
-    def strong(self) -> bool:
-        return self.winner.binding == "GLOBAL" and self.loser.binding == "GLOBAL"
 
 
 def check(ctx: RuleContext) -> list[Finding]:
@@ -63,31 +62,37 @@ def check(ctx: RuleContext) -> list[Finding]:
     target = ctx.triton.container.target
     scope = Scope({s.path: s for s in ctx.custom_steps}, {s.path for s in ctx.plan.preloads},
                   tuple(d.rstrip("/") + "/" for d in target.system_dirs) if target else ())
-    competing = [Competing(binding.symbol, binding.winner, loser, binding.reason.startswith("GNU_UNIQUE"))
-                 for binding in prediction.interpositions(involving=set(scope.custom) | scope.preloaded)
-                 if binding.winner is not None for loser in binding.losers if loser.object != binding.winner.object]
-    findings = sizes_differ(competing, scope)
+    rivals: dict[tuple[str, str, bool, bool], list[bytes]] = defaultdict(list)  # Rivals -> the symbols
+    sized: list[tuple[bytes, Definition, Definition]] = []  # data objects: their sizes may differ
+    for binding in prediction.interpositions(involving=set(scope.custom) | scope.preloaded):
+        winner, unique = binding.winner, binding.reason.startswith("GNU_UNIQUE")
+        assert winner is not None
+        for loser in binding.losers:
+            if loser.object != winner.object:
+                strong = winner.binding == "GLOBAL" and loser.binding == "GLOBAL"
+                rivals[(winner.object, loser.object, strong, unique)].append(binding.symbol)
+                if winner.type == "OBJECT" == loser.type:
+                    sized.append((binding.symbol, winner, loser))
     pairs: dict[tuple[Code, str, str], list[bytes]] = defaultdict(list)
-    for c in competing:
-        paired = next(((code, pair) for code, pairing in PAIRINGS if (pair := pairing(c, scope))), None)
+    for key, symbols in rivals.items():
+        paired = next(((code, pair) for code, pairing in PAIRINGS if (pair := pairing(Rivals(*key), scope))), None)
         if paired is not None:
-            pairs[(paired[0], *paired[1])].append(c.symbol)
-    for (code, first, second), symbols in sorted(pairs.items()):
-        findings.append(PAIRED[code](first, second, sorted({demangle(s) for s in symbols}), scope))
+            pairs[(paired[0], *paired[1])] += symbols
+    findings = sizes_differ(sized, scope)
+    for (code, first, second), names in sorted(pairs.items()):
+        findings.append(PAIRED[code](first, second, sorted({demangle(s) for s in names}), scope))
     return findings + same_soname(ctx, scope) + descriptors.check(ctx)
 
 
 @emits(Code.CO403)
-def sizes_differ(competing: list[Competing], scope: Scope) -> list[Finding]:
+def sizes_differ(sized: list[tuple[bytes, Definition, Definition]], scope: Scope) -> list[Finding]:
     """Data objects of a custom library whose competing definitions have different sizes."""
     findings, reported = [], set()
-    for c in competing:
-        winner, loser = c.winner, c.loser
-        if winner.type == "OBJECT" == loser.type and winner.size != loser.size and (
-                winner.object in scope.custom or loser.object in scope.custom) and \
-                (c.symbol, winner.object, loser.object) not in reported:
-            reported.add((c.symbol, winner.object, loser.object))
-            name = demangle(c.symbol)
+    for symbol, winner, loser in sized:
+        if winner.size != loser.size and (winner.object in scope.custom or loser.object in scope.custom) and \
+                (symbol, winner.object, loser.object) not in reported:
+            reported.add((symbol, winner.object, loser.object))
+            name = demangle(symbol)
             findings.append(Finding(
                 Code.CO403, f"{name}: {winner.object} defines it with size {winner.size}, {loser.object} with size "
                             f"{loser.size}; the first wins for both", library=winner.object, symbol=name,
@@ -97,31 +102,29 @@ def sizes_differ(competing: list[Competing], scope: Scope) -> list[Finding]:
     return findings
 
 
-# Which pair of libraries a competing definition counts against, for each of the codes that report pairs: the
-# first code of PAIRINGS whose test gives a pair (winner or op library first) takes the definition.
-Pairing = Callable[[Competing, Scope], tuple[str, str] | None]
+# Which pair of libraries competing definitions count against, for each of the codes that report pairs: the
+# first code of PAIRINGS whose test gives a pair (the winner, or the op library, first) takes the definitions.
+Pairing = Callable[[Rivals, Scope], tuple[str, str] | None]
 
 
-def _merged(c: Competing, scope: Scope) -> tuple[str, str] | None:
-    custom = c.winner.object in scope.custom or c.loser.object in scope.custom
-    return (c.winner.object, c.loser.object) if c.unique and custom else None
+def _merged(r: Rivals, scope: Scope) -> tuple[str, str] | None:
+    custom = r.winner in scope.custom or r.loser in scope.custom
+    return (r.winner, r.loser) if r.unique and custom else None
 
 
-def _between_custom(c: Competing, scope: Scope) -> tuple[str, str] | None:
-    both = c.winner.object in scope.custom and c.loser.object in scope.custom
-    return (c.winner.object, c.loser.object) if c.strong and both else None
+def _between_custom(r: Rivals, scope: Scope) -> tuple[str, str] | None:
+    return (r.winner, r.loser) if r.strong and r.winner in scope.custom and r.loser in scope.custom else None
 
 
-def _over_others(c: Competing, scope: Scope) -> tuple[str, str] | None:
-    imposed = c.winner.object in scope.preloaded and not c.loser.object.startswith(scope.system)
-    return (c.winner.object, c.loser.object) if c.strong and imposed else None
+def _over_others(r: Rivals, scope: Scope) -> tuple[str, str] | None:
+    imposed = r.winner in scope.preloaded and not r.loser.startswith(scope.system)
+    return (r.winner, r.loser) if r.strong and imposed else None
 
 
-def _of_framework(c: Competing, scope: Scope) -> tuple[str, str] | None:
-    if not c.strong or (c.winner.object in scope.custom) == (c.loser.object in scope.custom):
+def _of_framework(r: Rivals, scope: Scope) -> tuple[str, str] | None:
+    if not r.strong or (r.winner in scope.custom) == (r.loser in scope.custom):
         return None
-    op_library, framework = (c.winner.object, c.loser.object) if c.winner.object in scope.custom else \
-        (c.loser.object, c.winner.object)
+    op_library, framework = (r.winner, r.loser) if r.winner in scope.custom else (r.loser, r.winner)
     return None if framework.startswith(scope.system) else (op_library, framework)
 
 
