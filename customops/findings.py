@@ -1,14 +1,16 @@
-"""A finding is data: a stable code, a severity, one greppable line, what it is about, the evidence, and a fix."""
+"""A finding is data: a stable code, a severity, one greppable line, what it is about, the evidence, and a fix.
+Only its code's emitter makes one (customops.emitters); `amended` copies one with fields changed."""
 
 from __future__ import annotations
 
 import fnmatch
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
 
-from customops.codes import CODES, Severity
+from customops.codes import CODES, Code, Severity
+from customops.emitters import check_maker, making
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Related:
 
 @dataclass(frozen=True)
 class Finding:
-    code: str
+    code: Code
     message: str
     severity: Severity | None = None  # None: the code's default severity
     model: str | None = None
@@ -59,8 +61,9 @@ class Finding:
         return self.message + (f" (found assuming {self.assumes})" if self.assumes else "")
 
     def __post_init__(self) -> None:
-        if self.code not in CODES:
-            raise ValueError(f"unknown finding code {self.code}")
+        if not isinstance(self.code, Code):
+            raise TypeError(f"a finding's code is a Code, not {self.code!r}")
+        check_maker(self.code)
         if self.severity is None:
             object.__setattr__(self, "severity", CODES[self.code].severity)
         if not self.hint:
@@ -70,6 +73,13 @@ class Finding:
     def level(self) -> Severity:
         assert self.severity is not None
         return self.severity
+
+
+def amended(finding: Finding, **changes: Any) -> Finding:
+    """The finding with `changes` (its place, a suppression, an assumption, more evidence): still a finding of
+    its code, as its emitter made it."""
+    with making(finding.code):
+        return replace(finding, **changes)
 
 
 def suppressed(finding: Finding, ignores) -> bool:

@@ -1,84 +1,95 @@
-"""Every finding code has one home: exactly one module declares it (a module-level `CODES = frozenset({...})`)
-and every Finding or Problem made with a literal code is made there. Read from the source with ast, so that a
-new emitter that forgets to declare its codes fails here rather than in a user's CI."""
+"""Every finding code has one home, its emitter: the function registered for it with `@emits(Code.COxxx)`
+(customops.emitters). Which function makes a code is a lookup in the registry, and a Finding of a code made
+anywhere else is refused when it is made, so a new code without an emitter, or a finding made outside its
+emitter, fails here or in its own tests rather than in a user's CI."""
 
 import ast
-import re
+import importlib
 from pathlib import Path
 
-from customops.codes import CODES as TABLE
+import pytest
+
+from customops.codes import CODES, Code
+from customops.emitters import REGISTRY, emits, making
+from customops.findings import Finding, amended
 
 PACKAGE = Path(__file__).parent.parent / "customops"
-CODE = re.compile(r"^CO\d{3}$")
-CONSTRUCTORS = {"Finding", "Problem"}  # Problem: a repository problem, made a Finding by app/check
-NOT_EMITTED = {code for code, c in TABLE.items() if not c.emitted}  # reserved codes: documented, reported by none
+# what registers every emitter, through its imports: the check's flow, what it imports when it probes, and the
+# manifest's reader (CO106)
+for _module in ("customops.app.check", "customops.rules.probed", "customops.triton.manifest"):
+    importlib.import_module(_module)
+DECIDED_OUTSIDE_RULES = {  # codes decided before the rules run (reading the repository, the manifest, planning
+    # the loads, which models are served together) or after them (suppressions): their emitters are there
+    **dict.fromkeys(("CO101", "CO102", "CO103"), "customops.triton.repository"),
+    "CO104": "customops.triton.loaders.tensorflow",
+    **dict.fromkeys(("CO105", "CO201", "CO203"), "customops.triton.loaders.backend"),
+    "CO106": "customops.triton.manifest",
+    "CO107": "customops.app.suppressions",
+    **dict.fromkeys(("CO108", "CO109", "CO110"), "customops.triton.model_set"),
+}
 
 
-def _modules() -> dict[str, ast.Module]:
-    return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): ast.parse(p.read_text(), str(p))
-            for p in sorted(PACKAGE.rglob("*.py"))}
+def test_every_code_in_the_table_has_one_emitter():
+    emitted = {code for code, entry in CODES.items() if entry.emitted}
+    assert sorted(set(REGISTRY) - emitted) == [], "a reserved code (emitted=False in the table) has an emitter"
+    assert sorted(emitted - set(REGISTRY)) == [], "a code in the table has no emitter"
+    assert all(REGISTRY[code].code == code for code in REGISTRY)
 
 
-def _constants(tree: ast.Module) -> dict[str, str]:
-    """Module-level NAME = "COxxx" assignments."""
-    found = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            found.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
-    return found
+def test_emitters_live_in_the_rules_except_for_the_codes_decided_elsewhere():
+    outside = {code: e.module for code, e in REGISTRY.items() if not e.module.startswith("customops.rules.")}
+    assert outside == DECIDED_OUTSIDE_RULES
 
 
-def _declared(tree: ast.Module) -> set[str] | None:
-    """The codes of a module-level `CODES = frozenset({...})`, or None where the module has none."""
-    constants = _constants(tree)
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id == "CODES" and isinstance(node.value, ast.Call):
-            (literal,) = node.value.args
-            assert isinstance(literal, ast.Set), ast.dump(literal)
-            return {e.value if isinstance(e, ast.Constant) else constants[e.id] for e in literal.elts}  # type: ignore[attr-defined]
-    return None
+def test_every_emitter_says_what_it_reports():
+    for emitter in REGISTRY.values():
+        function = importlib.import_module(emitter.module)
+        for part in emitter.name.split("."):
+            function = getattr(function, part)
+        assert (function.__doc__ or "").strip(), f"{emitter} has no docstring"
 
 
-def _literal_codes(tree: ast.Module) -> list[tuple[str, int]]:
-    """(code, line) of every Finding(...) or Problem(...) whose first argument is a code literal or a
-    module-level constant holding one."""
-    constants = _constants(tree)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CONSTRUCTORS \
-                and node.args:
-            first = node.args[0]
-            value = first.value if isinstance(first, ast.Constant) else \
-                constants.get(first.id) if isinstance(first, ast.Name) else None
-            if isinstance(value, str) and CODE.match(value):
-                found.append((value, node.lineno))
-    return found
+def test_a_second_emitter_for_a_code_is_refused():
+    with pytest.raises(ValueError, match="CO402 has two emitters"):
+        @emits(Code.CO402)
+        def another(message: str) -> Finding:
+            return Finding(Code.CO402, message)
 
 
-def declarations() -> dict[str, set[str]]:
-    trees = _modules()
-    return {name: codes for name, tree in trees.items() if name != "customops.codes"
-            if (codes := _declared(tree)) is not None}
+def test_a_finding_is_made_only_by_its_codes_emitter():
+    from customops.rules.collisions import strong_duplicates
+    from customops.rules.loading import undefined_at_load
+
+    with pytest.raises(RuntimeError, match=r"a CO402 finding made outside any emitter: only "
+                                           r"customops.rules.collisions.strong_duplicates makes CO402"):
+        Finding(Code.CO402, "m")
+    assert strong_duplicates.__name__ == "strong_duplicates" and undefined_at_load("m").code is Code.CO304
 
 
-def test_every_code_in_the_table_is_declared_by_exactly_one_module():
-    owners: dict[str, list[str]] = {}
-    for module, codes in declarations().items():
-        for code in codes:
-            owners.setdefault(code, []).append(module)
-    assert {c: m for c, m in owners.items() if len(m) > 1} == {}, "a code is declared by two modules"
-    assert sorted(set(owners) - set(TABLE)) == [], "a declared code is not in customops/codes.py"
-    undeclared = sorted(set(TABLE) - set(owners) - NOT_EMITTED)
-    assert undeclared == [], "a code in the table is declared by no module"
-    assert NOT_EMITTED.isdisjoint(owners), "a code now emitted is still marked emitted=False in the table"
+def test_inside_an_emitter_only_its_code_is_made():
+    @emits(Code.CO506)  # reserved: no emitter of its own
+    def wrong(message: str) -> Finding:
+        return Finding(Code.CO304, message)
+
+    try:
+        with pytest.raises(RuntimeError, match=r"a CO304 finding made while .*wrong runs: only "
+                                               r"customops.rules.loading.undefined_at_load makes CO304"):
+            wrong("m")
+    finally:
+        del REGISTRY[Code.CO506]
 
 
-def test_findings_with_a_literal_code_are_made_in_the_module_that_declares_it():
-    declared = declarations()
-    misplaced = [f"{module}:{line}: {code}" for module, tree in _modules().items()
-                 for code, line in _literal_codes(tree) if code not in declared.get(module, set())]
-    assert misplaced == []
+def test_a_copy_is_still_its_emitters_finding():
+    from customops.rules.loading import undefined_at_load
+
+    made = undefined_at_load("m")
+    copy = amended(made, line=3)
+    assert (copy.code, copy.line, copy.message) == (Code.CO304, 3, "m")
+
+
+def test_a_findings_code_is_a_code():
+    with making(Code.CO304), pytest.raises(TypeError, match="a finding's code is a Code"):
+        Finding("CO304", "m")  # type: ignore[arg-type]
 
 
 def test_rule_modules_share_one_signature():
@@ -91,13 +102,12 @@ def test_rule_modules_share_one_signature():
     for rule in (*rules.RULES, probed):
         parameters = list(inspect.signature(rule.check).parameters.values())
         assert [p.annotation for p in parameters] in (["RuleContext"], [RuleContext]), rule.__name__
-        assert isinstance(rule.CODES, frozenset) and isinstance(rule.NEEDS_PREDICTION, bool), rule.__name__
+        assert isinstance(rule.NEEDS_PREDICTION, bool), rule.__name__
 
 
-def test_the_checker_sees_literal_codes():
-    tree = ast.parse('UNUSED = "CO107"\nFinding(UNUSED, "m")\nFinding("CO101", "m")\nProblem("CO102", "m")\n'
-                     'other("CO103")\n')
-    assert _literal_codes(tree) == [("CO107", 2), ("CO101", 3), ("CO102", 4)]
+def _modules() -> dict[str, ast.Module]:
+    return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): ast.parse(p.read_text(), str(p))
+            for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 FILE_READERS = {"open", "os.stat", "os.lstat", "os.listdir", "os.scandir", "os.path.isfile", "os.path.isdir",

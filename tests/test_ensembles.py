@@ -12,7 +12,8 @@ from pathlib import Path
 
 from customops import cli
 
-IO = 'input [ { name: "I" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+IO = ('input [ { name: "I" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+      'output [ { name: "O" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
 
 
 def ensemble(*steps: str) -> str:

@@ -13,7 +13,7 @@ from customops.app.planning import build_plan
 from customops.app.text_locations import with_text_locations
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
-from customops.findings import Finding
+from customops.findings import Finding, amended
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbedGroup, ProbeSettings
@@ -152,7 +152,7 @@ def _every_problem(rules: RuleContext, runs: list[ModelledRun]) -> list[Finding]
         for f in run_rules(rule_context.with_prediction(rules, run.prediction, run.outcomes)):
             if _identity(f) not in seen and f.library not in run.left_out:
                 seen.add(_identity(f))
-                findings.append(replace(f, assumes=run.assumes))
+                findings.append(amended(f, assumes=run.assumes))
     return findings
 
 
@@ -183,7 +183,7 @@ def _located_in_checkout(findings: list[Finding], models: list[Model], repositor
     located = []
     for f in findings:
         if f.file and not os.path.abspath(f.file).startswith(roots) and configs.get(f.model or ""):
-            f = replace(f, file=configs[f.model or ""], line=None, column=None)
+            f = amended(f, file=configs[f.model or ""], line=None, column=None)
         located.append(f)
     return located
 

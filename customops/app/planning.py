@@ -3,7 +3,7 @@ merged in the server's order, with the findings made while building it."""
 
 from __future__ import annotations
 
-from customops.findings import Finding
+from customops.findings import Finding, amended
 from customops.triton import loaders
 from customops.triton.loaders import backend
 from customops.triton.plan import Context, LoaderResult, LoadPlan, merge
@@ -13,9 +13,7 @@ from customops.triton.repository import Model
 def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding], list[str]]:
     """The plan, the findings made while building it, and notes on what a facts-only container leaves
     unchecked (its backend directory cannot be looked into)."""
-    findings = [Finding(problem.code, problem.message, model=model.name, file=model.config_path or model.path,
-                        line=(problem.line or 1) if model.config_path else None, column=problem.column,
-                        predicted=_as_served(problem.predicted, model, ctx), hint=problem.hint)
+    findings = [amended(problem, predicted=_as_served(problem.predicted, model, ctx))
                 for model in models for problem in model.problems]
     results: list[LoaderResult] = loaders.process_wide(ctx)
     assumed: dict[str, list[str]] = {}
@@ -54,7 +52,7 @@ def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[st
     return notes
 
 
-def _as_served(predicted: str, model: Model, ctx: Context) -> str | None:
+def _as_served(predicted: str | None, model: Model, ctx: Context) -> str | None:
     """The core's message about a model's files names them where the server sees them (`failed to read text
     proto from /models/m/config.pbtxt`), not where this machine holds the checkout."""
     if not predicted:

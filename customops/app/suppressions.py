@@ -26,19 +26,20 @@ from typing import TYPE_CHECKING
 
 from customops import safeio
 from customops.codes import CODES as CODE_TABLE
+from customops.codes import Code
 from customops.comments import uncommented
+from customops.emitters import emits
 from customops.errors import InputError
-from customops.findings import Finding, Suppression, sort_key, suppressed
+from customops.findings import Finding, Suppression, amended, sort_key, suppressed
 from customops.selection import selected
 
 if TYPE_CHECKING:
     from customops.triton.manifest import Ignore, Manifest
     from customops.triton.repository import Model
 
-UNUSED = "CO107"
-CODES = frozenset({UNUSED})  # the findings it emits
-PROBE_ONLY = frozenset({"CO409", "CO410", "CO411", "CO507"})  # produced only by --probe
-NEEDS_FILES = frozenset({"CO408"})  # needs the container's own files (a root), not a profile's skeleton
+UNUSED = Code.CO107
+PROBE_ONLY = frozenset({Code.CO409, Code.CO410, Code.CO411, Code.CO507})  # produced only by --probe
+NEEDS_FILES = frozenset({Code.CO408})  # needs the container's own files (a root), not a profile's skeleton
 DIRECTIVE = re.compile(r"customops:\s*(?P<kind>ignore-file|ignore)\s*\[(?P<codes>[^\]]*)\](?P<rest>.*)")
 SHOWN = 120  # the most of a comment a CO107 message quotes
 
@@ -154,17 +155,27 @@ def apply(findings: list[Finding], manifest: Manifest, models: list[Model],
             if suppressed(f, (entry,)):
                 used_entries.add(i)
                 how = how or Suppression("manifest", manifest.path, entry.line, entry.reason)
-        (dropped if how else kept).append(replace(f, suppression=how) if how else f)
-    unused = [u for u in (_unused_entries(manifest, used_entries, chosen, could)
-                          + _unused_directives(directives, used, findings, models, chosen, could)) if chosen(u.code)]
+        (dropped if how else kept).append(amended(f, suppression=how) if how else f)
+    unused = [u for u in unused_suppressions(manifest, used_entries, directives, used, findings, models, chosen, could)
+              if chosen(u.code)]
     for u in unused:
         entry_index = next((i for i, e in enumerate(manifest.ignore) if suppressed(u, (e,))), None)
         if entry_index is None:
             kept.append(u)
         else:
             entry = manifest.ignore[entry_index]
-            dropped.append(replace(u, suppression=Suppression("manifest", manifest.path, entry.line, entry.reason)))
+            dropped.append(amended(u, suppression=Suppression("manifest", manifest.path, entry.line, entry.reason)))
     return sorted(kept, key=sort_key), sorted(dropped, key=sort_key)
+
+
+@emits(Code.CO107)
+def unused_suppressions(manifest: Manifest, used_entries: set[int], directives: list[Directive],
+                        used: set[tuple[int, str]], findings: list[Finding], models: list[Model],
+                        chosen: Callable[[str], bool], could: Callable[[str], bool]) -> list[Finding]:
+    """The manifest's ignore entries and the config comments that suppressed nothing though the run could have
+    found what they name (`could`), and the comments that are malformed or name no code."""
+    return (_unused_entries(manifest, used_entries, chosen, could)
+            + _unused_directives(directives, used, findings, models, chosen, could))
 
 
 def _described(entry: Ignore) -> str:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from customops import safeio
 from customops.comments import uncommented
 from customops.errors import InputError
-from customops.findings import Finding, Related, model_of
+from customops.findings import Finding, Related, amended, model_of
 from customops.triton.plan import LoadStep, Written
 from customops.triton.repository import Model
 
@@ -56,20 +56,20 @@ class _Locator:
 
     def finding(self, f: Finding) -> Finding:
         related = tuple(self.related(r, f.model) for r in f.related)
-        f = replace(f, related=related) if related else f
+        f = amended(f, related=related) if related else f
         if f.line is not None:
             return f
         named = self.written(f.library, f.model)
         if named is not None:
             file, place, step = named
-            return replace(f, file=file, line=place[0], column=place[1], artifact=self.artifact(f, step.source))
+            return amended(f, file=file, line=place[0], column=place[1], artifact=self.artifact(f, step.source))
         if f.file in self.by_config:
             return _at(f, f.file, _place(self.text(f.file or ""), f, self.by_config[f.file or ""]))
         if f.file and f.file != self.manifest and f.library:  # about a library file no step names
             f = self.named_by_text(f, model_of(f, self.models) if f.model else None)
         first = next((r for r in related if r.line is not None), None)
         if f.line is None and first is not None:  # its own library is the container's: the other one's line
-            return replace(f, file=first.file, line=first.line, column=first.column, artifact=self.artifact(f))
+            return amended(f, file=first.file, line=first.line, column=first.column, artifact=self.artifact(f))
         return f
 
     def related(self, r: Related, model: str | None) -> Related:
@@ -99,17 +99,17 @@ class _Locator:
         if model is not None and model.config_path:
             place = _place(self.text(model.config_path), f, model)
             if place is not None:
-                return replace(f, file=model.config_path, line=place[0], column=place[1], artifact=f.file)
+                return amended(f, file=model.config_path, line=place[0], column=place[1], artifact=f.file)
         if self.manifest and f.file:
             written = os.path.relpath(f.file, os.path.dirname(self.manifest))
             place = _find(self.text(self.manifest), _quoted(written), literal="'")
             if place is not None:
-                return replace(f, file=self.manifest, line=place[0], column=place[1], artifact=f.file)
+                return amended(f, file=self.manifest, line=place[0], column=place[1], artifact=f.file)
         return f
 
 
 def _at(f: Finding, path: str | None, place: Place | None) -> Finding:
-    return f if place is None else replace(f, file=path, line=place[0], column=place[1])
+    return f if place is None else amended(f, file=path, line=place[0], column=place[1])
 
 
 def _text(path: str) -> str | None:

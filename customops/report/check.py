@@ -15,7 +15,7 @@ import os
 
 from customops import PROJECT_URL, __version__, schemas
 from customops.cachedir import key_bytes
-from customops.codes import CODES, Severity, doc_page, docs_url
+from customops.codes import CODES, Severity, docs_url, help_markdown
 from customops.findings import Finding, model_of
 from customops.probe.groups import ProbedGroup
 from customops.report import related
@@ -142,7 +142,7 @@ def to_sarif(result, base: str | None) -> str:
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
               "fullDescription": {"text": CODES[code].what},
-              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}", "markdown": doc_page(code)},
+              "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}", "markdown": help_markdown(code)},
               "helpUri": docs_url(code),
               "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
     results = [_sarif_result(f, used, result, base) for f in (*result.findings, *result.suppressed)]

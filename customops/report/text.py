@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from customops.codes import CODES, Severity
+from customops.codes import CODES, Code, Severity
 from customops.findings import Finding
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
@@ -138,10 +138,10 @@ def _print(console, lead: str, lead_width: int, text: str, indent: int, style: s
         console.print(f"{start}{markup(line)}{end}")
 
 
-def _statistics(findings: list[Finding]) -> list[tuple[int, str, Severity]]:
+def _statistics(findings: list[Finding]) -> list[tuple[int, Code, Severity]]:
     """(count, code, severity) per code, the most frequent first, as `ruff --statistics` orders them."""
-    tally: dict[str, int] = defaultdict(int)
-    level: dict[str, Severity] = {}
+    tally: dict[Code, int] = defaultdict(int)
+    level: dict[Code, Severity] = {}
     for f in findings:
         tally[f.code] += 1
         level[f.code] = max(level.get(f.code, f.level), f.level)

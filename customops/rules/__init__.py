@@ -1,7 +1,8 @@
 """Rules turn the plan and the linker model's outcomes into findings: one module per family of codes.
 
-Every rule module declares CODES (the codes it emits), NEEDS_PREDICTION (whether it needs the linker
-model's prediction, which a facts-only run lacks) and `check(ctx: RuleContext) -> list[Finding]`.
+Every rule module declares NEEDS_PREDICTION (whether it needs the linker model's prediction, which a
+facts-only run lacks) and `check(ctx: RuleContext) -> list[Finding]`; the findings of each code are made by
+that code's emitter (`@emits(Code.COxxx)`, customops.emitters), in the module of its family.
 customops.rules.probed, which merges what --probe observed into these findings, runs after them.
 """
 

@@ -13,8 +13,8 @@ a file the framework registers from its own table (tensorflow-text 2.21's op lib
 2.21: google/protobuf/any.proto). Which duplicate the runtime meets first depends on the framework's
 initialiser order; the prediction names the first in import order of the replaced tables, by name.
 
-The finding is CO406, made by customops.rules.registrations (which owns the code); CO401 still reports the
-interposition itself.
+The finding is CO406, made by its emitter, customops.rules.registrations.duplicate_registration; CO401 still
+reports the interposition itself.
 """
 
 from __future__ import annotations

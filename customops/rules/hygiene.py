@@ -6,19 +6,25 @@ from __future__ import annotations
 import os
 import stat
 
+from customops.codes import Code
+from customops.emitters import emits
 from customops.findings import Finding
 from customops.rules.context import RuleContext
 from customops.triton.manifest import CONTROL
 
-CODES = frozenset({"CO307", "CO601", "CO602", "CO603"})
 NEEDS_PREDICTION = False
 
 
 def check(ctx: RuleContext) -> list[Finding]:
-    plan = ctx.plan
+    return unusable_preloads(ctx) + preload_reaches_stubs(ctx) + from_elsewhere(ctx) + writable(ctx)
+
+
+@emits(Code.CO307)
+def unusable_preloads(ctx: RuleContext) -> list[Finding]:
+    """LD_PRELOAD entries ld.so splits, resolves against the working directory, or ignores (secure execution)."""
     findings = []
     secure = ctx.files.setuid_server
-    for step in plan.preloads:
+    for step in ctx.plan.preloads:
         problem = None
         if " " in step.path or ":" in step.path:
             problem = "contains a space or a colon, which ld.so treats as separators"
@@ -30,21 +36,30 @@ def check(ctx: RuleContext) -> list[Finding]:
             problem = ("names a path, which ld.so ignores for a set-user-ID server (secure execution loads only "
                        "set-user-ID libraries from the standard directories, by name)")
         if problem:
-            findings.append(Finding("CO307", f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
+            findings.append(Finding(Code.CO307, f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
                                     library=step.path, file=step.source))
+    return findings
+
+
+@emits(Code.CO602)
+def preload_reaches_stubs(ctx: RuleContext) -> list[Finding]:
+    """LD_PRELOAD while the server starts Python backend stubs, which inherit it."""
+    plan = ctx.plan
     python_models = [m.name for m in ctx.models if m.backend == "python" or "libtriton_python.so" in " ".join(
         s.path for s in plan.dlopens if s.model == m.name)]
-    if plan.preloads and python_models:
-        count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"
-        findings.append(Finding(
-            "CO602", f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
-                     f"{', '.join(sorted(python_models))}",
-            evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].source))
-    return findings + _provenance(ctx) + _writable(ctx)
+    if not (plan.preloads and python_models):
+        return []
+    count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"
+    return [Finding(
+        Code.CO602, f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
+                    f"{', '.join(sorted(python_models))}",
+        evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].source)]
 
 
-def _writable(ctx: RuleContext) -> list[Finding]:
-    """CO601 from the file modes read before the rules ran."""
+@emits(Code.CO601)
+def writable(ctx: RuleContext) -> list[Finding]:
+    """Loaded libraries, and their directories, writable by group or others (the modes read before the rules
+    ran); a sticky directory is not."""
     findings = []
     for step in ctx.steps:
         host = step.source
@@ -53,13 +68,16 @@ def _writable(ctx: RuleContext) -> list[Finding]:
             if mode is None:
                 continue
             if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
-                findings.append(Finding("CO601", f"{path} is writable by {'others' if mode & stat.S_IWOTH else 'group'}"
-                                                 f" ({stat.filemode(mode)}); whoever can write it runs code in the "
-                                                 "server", model=step.model, library=step.path, file=step.source))
+                who = "others" if mode & stat.S_IWOTH else "group"
+                findings.append(Finding(Code.CO601, f"{path} is writable by {who} ({stat.filemode(mode)}); whoever "
+                                                    "can write it runs code in the server", model=step.model,
+                                        library=step.path, file=step.source))
     return findings
 
 
-def _provenance(ctx: RuleContext) -> list[Finding]:
+@emits(Code.CO603)
+def from_elsewhere(ctx: RuleContext) -> list[Finding]:
+    """Libraries neither in a checkout, in a mounted directory, nor in the container's library directories."""
     triton = ctx.triton
     target = triton.container.target
     if target is None:
@@ -72,7 +90,7 @@ def _provenance(ctx: RuleContext) -> list[Finding]:
         if step.path.startswith(trusted) or source.startswith(checkouts) or any(
                 step.path.startswith(c.rstrip("/") + "/") for c, _h in triton.mounts):
             continue
-        findings.append(Finding("CO603", f"{step.path} is loaded from outside the model repository and the "
-                                         "container's library directories", model=step.model, library=step.path,
+        findings.append(Finding(Code.CO603, f"{step.path} is loaded from outside the model repository and the "
+                                            "container's library directories", model=step.model, library=step.path,
                                 file=step.source))
     return findings

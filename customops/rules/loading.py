@@ -1,23 +1,25 @@
 """CO202, CO301-CO306, CO308, CO501, CO502, CO504, CO505: will each library load, and will the server find
 its entry points? With the linker model's outcomes, a dependency of another TensorRT or CUDA major
-(customops.rules.versions.major_mismatches) that is then not found is one CO501/CO502, not a CO302 advising
-to ship it. Without them (facts only), CO306, CO501 and CO502 come from the libraries' version needs and the
-container's facts."""
+(customops.rules.versions.major_mismatches, whose emitters make CO501 and CO502) that is then not found is one
+CO501/CO502, not a CO302 advising to ship it. Without them (facts only), CO306, CO501 and CO502 come from the
+libraries' version needs and the container's facts."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from customops.codes import Code
 from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
+from customops.emitters import emits
 from customops.errors import ElfError
-from customops.findings import Finding
+from customops.findings import Finding, amended
 from customops.linker.types import (
     NOT_LOADABLE,
     Binding,
+    CallOutcome,
     CallStatus,
     Failure,
     FailureKind,
@@ -27,7 +29,8 @@ from customops.linker.types import (
     StepStatus,
 )
 from customops.rules.context import RuleContext
-from customops.rules.versions import Mismatch, major_mismatches, version_shortfalls
+from customops.rules.framework_drift import framework_of, rebuild_against
+from customops.rules.versions import Mismatch, major_mismatch, major_mismatches, version_shortfalls
 from customops.triton.plan import Context, LoadPlan, LoadStep
 
 SHOWN = 20
@@ -36,8 +39,6 @@ LFS_HINT = "Run `git lfs pull` (or fetch LFS objects in CI: actions/checkout wit
 LOAD_FAILED = "unable to load shared library: "  # the core's prefix to dlerror() (shared_library.cc)
 UNREADABLE_HINT = ("Make the file readable by the server's user, and every directory above it searchable "
                    "(chmod a+r the file, a+x the directories).")
-CODES = frozenset({"CO202", "CO301", "CO302", "CO303", "CO304", "CO305", "CO306", "CO308", "CO501", "CO502", "CO504",
-                   "CO505"})
 NEEDS_PREDICTION = False  # without one it reports what the facts tell
 
 
@@ -57,11 +58,11 @@ def check(rules: RuleContext) -> list[Finding]:
     elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
         for step in plan.preloads:
             failures = tuple(b for b in startup.lazy_failures if b.referrer == step.path)
-            findings += _lazy(step, failures)
-    covered = {(f.library, f.code) for f in findings if f.code in ("CO501", "CO502")}
+            findings += lazily_undefined(step, failures)
+    covered = {(f.library, f.code) for f in findings if f.code in (Code.CO501, Code.CO502)}
     for step, found in mismatches.items():  # a mismatched dependency that is found (shipped along) still is one
-        findings += [Finding(m.code, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
-                             **_about(step)) for m in found if (step.path, m.code) not in covered]
+        findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
+                                    **_about(step)) for m in found if (step.path, m.code) not in covered]
     return findings
 
 
@@ -74,10 +75,10 @@ def _from_facts(rules: RuleContext) -> list[Finding]:
             info = rules.reader.read(step.source)
         except ElfError:
             continue
-        findings += [Finding(m.code, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
-                             **_about(step)) for m in major_mismatches(info, facts)]
-        findings += [Finding("CO306", f"{step.path} needs {s.needed}; the container provides up to {s.provided}",
-                             version=s.needed, **_about(step)) for s in version_shortfalls(info, facts)]
+        findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
+                                    **_about(step)) for m in major_mismatches(info, facts)]
+        findings += [version_missing(f"{step.path} needs {s.needed}; the container provides up to {s.provided}",
+                                     version=s.needed, **_about(step)) for s in version_shortfalls(info, facts)]
     return findings
 
 
@@ -95,18 +96,22 @@ def _mismatch_not_found(missing: Search, mismatches: list[Mismatch], message: st
     match = next((m for m in mismatches if m.needed == missing.name), None)
     if match is None:
         return None
-    return Finding(match.code, f"{what} needs {match.needed} ({match.needs}), which is not found: the container "
-                               f"has {match.has}", predicted=message, evidence=_trace(missing, plan), **about)
+    return major_mismatch(match, f"{what} needs {match.needed} ({match.needs}), which is not found: the "
+                                 f"container has {match.has}", predicted=message, evidence=_trace(missing, plan),
+                          **about)
 
 
-def _lazy(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
+@emits(Code.CO305)
+def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
+    """Functions a lazily bound library calls through its PLT that nothing defines: the first call kills the
+    process."""
     if not failures:
         return []
     first = failures[0]
     return [Finding(
-        "CO305", f"{_what(step)}: {len(failures)} function{' is' if len(failures) == 1 else 's are'} defined nowhere; "
-                 f"the first call of {_shown(first)} "
-                 "kills the server", symbol=first.symbol.decode("utf-8", "replace"),
+        Code.CO305, f"{_what(step)}: {len(failures)} function{' is' if len(failures) == 1 else 's are'} defined "
+                    f"nowhere; the first call of {_shown(first)} kills the server",
+        symbol=first.symbol.decode("utf-8", "replace"),
         predicted=f"symbol lookup error: {first.referrer}: undefined symbol: {first.symbol.decode()}",
         evidence=_symbols(failures), **_about(step))]
 
@@ -124,30 +129,23 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
           backends: Mapping[str, tuple[str, ...]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     if outcome.status == StepStatus.IGNORED:  # a preload ld.so could not map: only a warning to ld.so
-        code, hint = "CO303" if _kind(outcome) == FailureKind.WRONG_CLASS else "CO301", ""
-        reason = "is not a loadable ELF file for this container" if code == "CO303" else "does not exist"
+        emit, hint = not_loadable if _kind(outcome) == FailureKind.WRONG_CLASS else unusable_file, ""
+        reason = "is not a loadable ELF file for this container" if emit is not_loadable else "does not exist"
         if outcome.problem is not None:
-            code, reason, hint = _problem(outcome.problem)
-        findings.append(Finding(code, f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server "
-                                      "starts without it", predicted=outcome.message, hint=hint, **_about(step)))
+            emit, reason, hint = _problem(outcome.problem)
+        findings.append(emit(f"LD_PRELOAD entry {step.path} {reason}; ld.so ignores it and the server starts "
+                             "without it", predicted=outcome.message, hint=hint, **_about(step)))
     elif outcome.status in (StepStatus.FAILED, StepStatus.CRASH):
         findings.append(_as_the_core_says(step, failure_finding(step, outcome, ctx, reader, mismatches or [], plan,
                                                                   backends)))
-    findings += _lazy(step, outcome.lazy_failures)
+    findings += lazily_undefined(step, outcome.lazy_failures)
     for call in outcome.calls:
         if call.status == CallStatus.OK:
             continue
         if step.purpose == "backend library":
-            findings.append(Finding(
-                "CO202", f"backend library {step.path} does not export {call.symbol} (C linkage, default visibility)",
-                symbol=call.symbol,  # core/src/shared_library.cc GetEntrypoint, with dlerror()'s text
-                predicted=f"unable to find required entrypoint '{call.symbol}' in shared library: {call.message}",
-                **_about(step)))
+            findings.append(missing_entry_point(step, call))
         elif call.symbol == "RegisterCustomOps":
-            findings.append(Finding(
-                "CO308", f"op library {step.path} of model '{step.model}' does not export RegisterCustomOps",
-                symbol=call.symbol, predicted=f"Failed to get symbol RegisterCustomOps with error: {step.path}: "
-                                              "undefined symbol: RegisterCustomOps", **_about(step)))
+            findings.append(missing_register_custom_ops(step, call))
     if step.loader == "tensorrt" and step.purpose == "plugin library" and findings:
         findings = [_trt_logged(f) for f in findings]
     return findings
@@ -158,11 +156,11 @@ def _as_the_core_says(step: LoadStep, finding: Finding) -> Finding:
     OpenLibraryHandle), with dlerror() after its prefix."""
     if step.purpose != "backend library" or not finding.predicted or finding.predicted.startswith(LOAD_FAILED):
         return finding
-    return replace(finding, predicted=LOAD_FAILED + finding.predicted)
+    return amended(finding, predicted=LOAD_FAILED + finding.predicted)
 
 
 def _trt_logged(finding: Finding) -> Finding:
-    return replace(finding, evidence=(*finding.evidence, "the TensorRT backend only logs this failure; the model then "
+    return amended(finding, evidence=(*finding.evidence, "the TensorRT backend only logs this failure; the model then "
                                       "fails to deserialize (getPluginCreator could not find plugin ...)"))
 
 
@@ -170,13 +168,13 @@ def _kind(outcome: StepOutcome) -> FailureKind | None:
     return outcome.failure.kind if outcome.failure is not None else None
 
 
-def _problem(problem: Failure) -> tuple[str, str, str]:
-    """(code, what the file is, fix) for a file the linker model could open or map only as something else."""
+def _problem(problem: Failure) -> tuple[Emit, str, str]:
+    """(emitter, what the file is, fix) for a file the linker model could open or map only as something else."""
     if problem.kind == FailureKind.GIT_LFS_POINTER:
-        return "CO303", "is a Git LFS pointer, not the library", LFS_HINT
+        return not_loadable, "is a Git LFS pointer, not the library", LFS_HINT
     if problem.kind == FailureKind.DIRECTORY:
-        return "CO301", "is a directory, not a library file", "Rename or remove the directory."
-    return "CO301", "cannot be read: permission denied", UNREADABLE_HINT
+        return unusable_file, "is a directory, not a library file", "Rename or remove the directory."
+    return unusable_file, "cannot be read: permission denied", UNREADABLE_HINT
 
 
 def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
@@ -186,42 +184,41 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
     container's backend directories and the names in each (FileFacts.backends)."""
     message = outcome.message
     if outcome.problem is not None:  # it exists: what it is, rather than "does not exist" or "not ELF"
-        code, reason, hint = _problem(outcome.problem)
+        emit, reason, hint = _problem(outcome.problem)
         subject = _what(step) if outcome.problem.name == step.path else (
             f"{outcome.problem.name}, which {_what(step)} needs,")
-        return Finding(code, f"{subject} {reason}", predicted=message, hint=hint,
-                       evidence=(f"checked: {ctx.source(outcome.problem.name)}",), **_about(step))
+        return emit(f"{subject} {reason}", predicted=message, hint=hint,
+                    evidence=(f"checked: {ctx.source(outcome.problem.name)}",), **_about(step))
     if not ctx.exists(step.path):
         suggestion = ctx.suggest_mount(step.path) if step.path.startswith("/") else None
         hint = (f"{suggestion}: a file with the same path tail is in the checkout" if suggestion else "")
-        return Finding("CO301", f"{_what(step)} does not exist in the container"
-                                + (f"; with {suggestion} it would" if suggestion else ""), predicted=message,
-                       evidence=(f"checked: {ctx.source(step.path)}",),  # the message names its container path
-                       hint=hint, **_about(step))
+        return unusable_file(f"{_what(step)} does not exist in the container"
+                             + (f"; with {suggestion} it would" if suggestion else ""), predicted=message,
+                             evidence=(f"checked: {ctx.source(step.path)}",),  # the message names its container path
+                             hint=hint, **_about(step))
     failure = outcome.failure
     if failure is not None and failure.kind == FailureKind.MISSING_VERSION:
         name, provider = failure.version or "", failure.name
-        code = "CO505" if name.startswith("VERS_") and "onnxruntime" in provider else "CO306"
-        return Finding(code, f"{_what(step)} needs version {name}, which {provider} does not define",
-                       version=name, predicted=message, **_about(step))
+        emit = onnxruntime_api_newer if name.startswith("VERS_") and "onnxruntime" in provider else version_missing
+        return emit(f"{_what(step)} needs version {name}, which {provider} does not define", version=name,
+                    predicted=message, **_about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
-        found = _framework_of(first, outcome, ctx, reader, backends or {})
+        found = framework_of(first, outcome, ctx, reader, backends or {})
         if found:
             framework, where, beside = found
-            return Finding("CO504", f"{_what(step)} was built against another version of {framework}: "
-                                    f"{_count(len(outcome.unresolved))} missing there, "
-                                    f"first {_shown(first)}",
-                           symbol=first.symbol.decode("utf-8", "replace"), version=first.version, predicted=message,
-                           evidence=_symbols(outcome.unresolved),
-                           hint=_rebuild_against(step, framework, where, beside, ctx), **_about(step))
+            return framework_drift(f"{_what(step)} was built against another version of {framework}: "
+                                   f"{_count(len(outcome.unresolved))} missing there, first {_shown(first)}",
+                                   symbol=first.symbol.decode("utf-8", "replace"), version=first.version,
+                                   predicted=message, evidence=_symbols(outcome.unresolved),
+                                   hint=rebuild_against(step, framework, where, beside, ctx), **_about(step))
         cpython = [b for b in outcome.unresolved if CPYTHON.match(b.symbol)]
         if cpython:
             return _cpython(step, outcome, cpython)
-        return Finding("CO304", f"{_what(step)}: {len(outcome.unresolved)} undefined symbol(s), first "
-                                f"{_shown(first)}", symbol=first.symbol.decode("utf-8", "replace"),
-                       version=first.version, predicted=message, evidence=_symbols(outcome.unresolved),
-                       **_about(step))
+        return undefined_at_load(f"{_what(step)}: {len(outcome.unresolved)} undefined symbol(s), first "
+                                 f"{_shown(first)}", symbol=first.symbol.decode("utf-8", "replace"),
+                                 version=first.version, predicted=message, evidence=_symbols(outcome.unresolved),
+                                 **_about(step))
     missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
     kind = _kind(outcome)
     if missing is not None and (kind not in NOT_LOADABLE or kind == FailureKind.WRONG_CLASS):
@@ -229,15 +226,15 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
             if missing.requested_by == step.path else None
         if mismatch is not None:
             return mismatch
-        code = "CO303" if kind == FailureKind.WRONG_CLASS else "CO302"
-        return Finding(code, f"{_what(step)}: {missing.name} (needed by {missing.requested_by}) is not found",
-                       predicted=message, evidence=_trace(missing, plan), **_about(step))
+        emit = not_loadable if kind == FailureKind.WRONG_CLASS else needed_not_found
+        return emit(f"{_what(step)}: {missing.name} (needed by {missing.requested_by}) is not found",
+                    predicted=message, evidence=_trace(missing, plan), **_about(step))
     if kind in NOT_LOADABLE:
-        return Finding("CO303", f"{_what(step)} cannot be loaded: {message}", predicted=message, **_about(step))
+        return not_loadable(f"{_what(step)} cannot be loaded: {message}", predicted=message, **_about(step))
     if kind == FailureKind.LOOKUP_ASSERTION:
-        return Finding("CO306", f"{_what(step)} crashes ld.so: a versioned symbol's provider has no version "
-                                "information", predicted=message, **_about(step))
-    return Finding("CO304", f"{_what(step)} fails to load: {message}", predicted=message, **_about(step))
+        return version_missing(f"{_what(step)} crashes ld.so: a versioned symbol's provider has no version "
+                               "information", predicted=message, **_about(step))
+    return undefined_at_load(f"{_what(step)} fails to load: {message}", predicted=message, **_about(step))
 
 
 def _count(n: int) -> str:
@@ -263,61 +260,9 @@ def _cpython(step: LoadStep, outcome: StepOutcome, cpython: list[Binding]) -> Fi
             f"{', '.join(referrers)} {'is' if len(referrers) == 1 else 'are'} built for a Python interpreter, which "
             "defines these symbols: link the op library without its Python bindings, or preload the container's "
             "libpython ([host] preload in customops.toml).")
-    return Finding("CO304", message, symbol=first.symbol.decode("utf-8", "replace"), version=first.version,
-                   predicted=outcome.message, evidence=_symbols(outcome.unresolved), hint=hint, **_about(step))
-
-
-def _rebuild_against(step: LoadStep, framework: str, where: str, beside: tuple[str, ...], ctx: Context) -> str:
-    """CO504's fix, naming what the container ships: the version in the framework library's real file name
-    (libtensorflow_framework.so.2 -> libtensorflow_framework.so.2.15.0) or a sibling's (`beside`: the names in
-    its backend directory), else the container's version of the step's framework (its facts), else the file it
-    must be built against."""
-    target = ctx.container.target
-    names = [os.path.basename((target.resolve(where) if target else None) or where), *beside]
-    pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
-    versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
-    major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
-    fact = getattr(ctx.container.facts, step.loader, None)
-    version = (f"{major}.{versions[0]}" if versions else
-               fact if isinstance(fact, str) and re.fullmatch(r"\d+(\.\d+)+", fact) else None)
-    if version:
-        return (f"Rebuild against the framework version shipped in the container: {framework} version {version} "
-                f"({where}).")
-    return (f"Rebuild against the framework the container ships, {where} (no file name there gives its version "
-            "beyond the SONAME): build inside the container, or against that library and its matching headers.")
-
-
-def _framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: ElfReader,
-                  backends: Mapping[str, tuple[str, ...]]) -> tuple[str, str, tuple[str, ...]] | None:
-    """The container framework library (a DT_NEEDED entry found in a backend directory) that exports the
-    missing symbol's namespace, its container path and the names beside it: the library was built against
-    another version of it. Decided from the demangled name and the framework's own symbols, with no list of
-    frameworks. `backends`: the backend directory's entries and their names (FileFacts.backends)."""
-    name = demangle(binding.symbol)
-    if "::" not in name:
-        return None
-    namespace = name.split("::", 1)[0]
-    target = ctx.container.target
-    backend_dir = ctx.container.backend_dir
-    host = target.host_path(outcome.request) if target else None
-    if target is None or host is None:
-        return None
-    try:
-        needed = reader.read(host).needed
-    except ElfError:
-        return None
-    mangled = f"_ZN{len(namespace)}{namespace}".encode()
-    for directory, beside in backends.items():
-        for name in needed:
-            where = f"{backend_dir}/{directory}/{name}"
-            candidate = target.host_path(where)
-            if candidate:
-                try:
-                    if reader.read(candidate).symbols.names_containing(mangled).any():
-                        return name, where, beside
-                except ElfError:
-                    continue
-    return None
+    return undefined_at_load(message, symbol=first.symbol.decode("utf-8", "replace"), version=first.version,
+                             predicted=outcome.message, evidence=_symbols(outcome.unresolved), hint=hint,
+                             **_about(step))
 
 
 def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = None) -> list[Finding]:
@@ -331,15 +276,15 @@ def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = Non
             if preload is not None else None
         if mismatch is not None:
             return [mismatch]
-        return [Finding("CO302", f"the server cannot start: {missing.name} (needed by {missing.requested_by}, "
+        return [needed_not_found(f"the server cannot start: {missing.name} (needed by {missing.requested_by}, "
                                  "loaded through LD_PRELOAD) is not found", predicted=outcome.message,
-                        evidence=_trace(missing, plan), **about)]
+                                 evidence=_trace(missing, plan), **about)]
     if outcome.unresolved:
         first = outcome.unresolved[0]
-        return [Finding("CO304", f"the server cannot start: {_shown(first)} is defined nowhere",
-                        symbol=first.symbol.decode("utf-8", "replace"), predicted=outcome.message,
-                        evidence=_symbols(outcome.unresolved), **about)]
-    return [Finding("CO304", f"the server cannot start: {outcome.message}", predicted=outcome.message, **about)]
+        return [undefined_at_load(f"the server cannot start: {_shown(first)} is defined nowhere",
+                                  symbol=first.symbol.decode("utf-8", "replace"), predicted=outcome.message,
+                                  evidence=_symbols(outcome.unresolved), **about)]
+    return [undefined_at_load(f"the server cannot start: {outcome.message}", predicted=outcome.message, **about)]
 
 
 def _shown(binding: Binding) -> str:
@@ -364,3 +309,70 @@ def _trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
 
     return tuple(f"tried {a.path} ({source(a)}: {a.result})" for a in search.attempts
                  if "/glibc-hwcaps/" not in a.path and "/tls/" not in a.path)
+
+
+# The emitters: a finding of each of these codes is made by its function, whichever outcome decided it.
+Emit = Callable[..., Finding]
+
+
+@emits(Code.CO202)
+def missing_entry_point(step: LoadStep, call: CallOutcome) -> Finding:
+    """A backend library that does not export an entry point the core looks up with dlsym."""
+    return Finding(
+        Code.CO202, f"backend library {step.path} does not export {call.symbol} (C linkage, default visibility)",
+        symbol=call.symbol,  # core/src/shared_library.cc GetEntrypoint, with dlerror()'s text
+        predicted=f"unable to find required entrypoint '{call.symbol}' in shared library: {call.message}",
+        **_about(step))
+
+
+@emits(Code.CO301)
+def unusable_file(message: str, **fields: Any) -> Finding:
+    """A library that does not exist where the server opens it, is a directory, or cannot be read."""
+    return Finding(Code.CO301, message, **fields)
+
+
+@emits(Code.CO302)
+def needed_not_found(message: str, **fields: Any) -> Finding:
+    """A library's DT_NEEDED dependency found nowhere ld.so searches (every path tried in the evidence)."""
+    return Finding(Code.CO302, message, **fields)
+
+
+@emits(Code.CO303)
+def not_loadable(message: str, **fields: Any) -> Finding:
+    """A file that is no ELF shared object of the container's class and machine (a Git LFS pointer, too)."""
+    return Finding(Code.CO303, message, **fields)
+
+
+@emits(Code.CO304)
+def undefined_at_load(message: str, **fields: Any) -> Finding:
+    """Symbols bound at load that nothing in the library's scope defines, or another failure of dlopen."""
+    return Finding(Code.CO304, message, **fields)
+
+
+@emits(Code.CO306)
+def version_missing(message: str, **fields: Any) -> Finding:
+    """A symbol version the providing library (or the container's facts) does not define, or ld.so's assertion
+    on a provider without version information."""
+    return Finding(Code.CO306, message, **fields)
+
+
+@emits(Code.CO308)
+def missing_register_custom_ops(step: LoadStep, call: CallOutcome) -> Finding:
+    """An ONNX Runtime op library that does not export RegisterCustomOps, which the backend dlsym()s."""
+    return Finding(
+        Code.CO308, f"op library {step.path} of model '{step.model}' does not export RegisterCustomOps",
+        symbol=call.symbol, predicted=f"Failed to get symbol RegisterCustomOps with error: {step.path}: "
+                                      "undefined symbol: RegisterCustomOps", **_about(step))
+
+
+@emits(Code.CO504)
+def framework_drift(message: str, **fields: Any) -> Finding:
+    """A library whose undefined symbols are of the container's framework library: built against another
+    version of it (customops.rules.framework_drift)."""
+    return Finding(Code.CO504, message, **fields)
+
+
+@emits(Code.CO505)
+def onnxruntime_api_newer(message: str, **fields: Any) -> Finding:
+    """An op library that needs a VERS_ node of libonnxruntime newer than the container's."""
+    return Finding(Code.CO505, message, **fields)

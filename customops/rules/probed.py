@@ -17,10 +17,11 @@ A static finding that a probe confirms is kept, with the probe's observation add
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
-from customops.codes import Severity
-from customops.findings import Finding
+from customops.codes import Code, Severity
+from customops.emitters import emits
+from customops.findings import Finding, amended
 from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
 from customops.probe.results import FAILURES, ProbeStatus
 from customops.rules import probed_tensorrt
@@ -28,7 +29,6 @@ from customops.rules.context import Probes, RuleContext
 from customops.rules.registrations import duplicate_registration, unregistered_ops
 from customops.triton.plan import Context
 
-CODES = frozenset({"CO409", "CO507"})  # the CO406 and CO408 it observes are made by customops.rules.registrations
 NEEDS_PREDICTION = False
 
 
@@ -48,7 +48,7 @@ def check(ctx: RuleContext) -> list[Finding]:
             observed += probed_tensorrt.check(group)
         else:
             observed += _failures(group, _other_version(group, ctx.triton)) + _shadowed(group)
-    return observed + _versions(frameworks, ctx.triton) + _unregistered(frameworks, ctx.models, probes)
+    return observed + other_versions(frameworks, ctx.triton) + _unregistered(frameworks, ctx.models, probes)
 
 
 def notes(probes: Probes) -> list[str]:
@@ -100,8 +100,8 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
             own = group.in_container(step.source) if other else None
             if own is not None and own.status in FAILURES:  # the container's own framework fails too: a verdict
                 label = f"the container's {group.framework} {own.framework_version or other}"
-                found.append(Finding(
-                    "CO409", f"{step.path} fails to load with {label}: {own.message}", model=step.model,
+                found.append(fails_to_load(
+                    f"{step.path} fails to load with {label}: {own.message}", model=step.model,
                     library=step.path, file=step.source, predicted=own.message,
                     evidence=(f"probe ({label}, its libtorch without Python): {own.status.value} when loaded "
                               f"alone: {own.message}",
@@ -111,9 +111,9 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
                        "for the container's framework, not a verdict",) if other else ()
             loads = (f"probe (the container's {group.framework} {own.framework_version or other}, without Python): "
                      f"{own.status.value} when loaded alone",) if own is not None else ()
-            found.append(Finding(
-                "CO409", f"{step.path} fails to load with {_label(group)}"
-                         f"{f' (the container ships {other})' if other else ''}: {alone.message}",
+            found.append(fails_to_load(
+                f"{step.path} fails to load with {_label(group)}"
+                f"{f' (the container ships {other})' if other else ''}: {alone.message}",
                 severity=Severity.INFO if other else None, model=step.model,
                 library=step.path, file=step.source, predicted=alone.message,
                 evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",
@@ -156,9 +156,16 @@ def _shadowed(group: ProbedGroup) -> list[Finding]:
     return found
 
 
-def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
-    """CO507 once per framework whose probes ran with another version than the container's: both versions,
-    the library that probed, and the libraries that failed to load with it (CO409, shown as information)."""
+@emits(Code.CO409)
+def fails_to_load(message: str, **fields: Any) -> Finding:
+    """A library that fails, crashes or hangs when its framework loads it alone, in a contained child."""
+    return Finding(Code.CO409, message, **fields)
+
+
+@emits(Code.CO507)
+def other_versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
+    """Once per framework whose probes ran with another version than the container's: both versions, the
+    library that probed, and the libraries that failed to load with it (CO409, shown as information)."""
     found, seen = [], set()
     for group in groups:
         expected = _other_version(group, ctx)
@@ -168,8 +175,8 @@ def _versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
         same = [g for g in groups if g.framework == group.framework and not g.unavailable]
         failed = sorted({s.path for g in same for s, alone, _ in g.members() if alone.status in FAILURES})
         found.append(Finding(
-            "CO507", f"the probes loaded {group.framework} op libraries with {group.framework} {group.version}; "
-                     f"the container ships {expected}: what they register and how they fail may differ",
+            Code.CO507, f"the probes loaded {group.framework} op libraries with {group.framework} {group.version}; "
+                        f"the container ships {expected}: what they register and how they fail may differ",
             version=group.version,
             evidence=(f"container: {CONTAINER_FRAMEWORK[group.framework]} {expected}",
                       f"probed with: {group.framework} {group.version}"
@@ -257,9 +264,9 @@ def merge(findings: list[Finding], observed: list[Finding]) -> list[Finding]:
     merged = list(findings)
     for new in observed:
         same = next((i for i, f in enumerate(merged) if f.library == new.library and f.library is not None
-                     and (f.code == new.code or (new.code == "CO409" and f.level == Severity.ERROR))), None)
+                     and (f.code == new.code or (new.code == Code.CO409 and f.level == Severity.ERROR))), None)
         if same is None:
             merged.append(new)
         else:
-            merged[same] = replace(merged[same], evidence=(*merged[same].evidence, *new.evidence))
+            merged[same] = amended(merged[same], evidence=(*merged[same].evidence, *new.evidence))
     return merged

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from customops.codes import Code
+from customops.emitters import emits
 from customops.findings import Finding
 from customops.probe.groups import BuiltinPlugins, ProbedGroup
 from customops.probe.results import ProbeResult, ProbeStatus
@@ -22,7 +24,6 @@ from customops.probe.tensorrt_registrations import Fate, Registration
 from customops.rules.registrations import duplicate_registration
 from customops.triton.plan import LoadStep
 
-CODES = frozenset({"CO410", "CO411"})  # its CO406 is made by customops.rules.registrations
 NOTE = "TensorRT says so only in its verbose log; the server starts"
 
 
@@ -33,7 +34,7 @@ def check(group: ProbedGroup) -> list[Finding]:
     found: list[Finding] = []
     for step, alone, together in group.members():
         if alone.status is not ProbeStatus.LOADED or all(r.fate is Fate.ENTRY_POINT for r in _parsed(alone)):
-            found.append(_unseen(step, alone.message, alone.status))
+            found.append(unseen(step, alone.message, alone.status))
             continue
         mine = _parsed(together)
         refused = [r for r in mine if r.fate is Fate.REFUSED]
@@ -42,7 +43,7 @@ def check(group: ProbedGroup) -> list[Finding]:
         found += [_replaces(step, r, paths, group.version) for r in mine if r.fate is Fate.UNREACHABLE and r.other]
         lost = [r for r in mine if r.fate is Fate.UNREACHABLE and not r.other]
         if lost:
-            found.append(_unreachable(step, lost, group.version))
+            found.append(unreachable(step, lost, group.version))
     return found + _builtins_shadowed(group, offered)
 
 
@@ -123,12 +124,14 @@ def _replaces(step: LoadStep, registration: Registration, paths: dict[str, str],
              "not REGISTER_TENSORRT_PLUGIN, for a creator with a namespace), or drop one library from plugins=.")
 
 
-def _unreachable(step: LoadStep, lost: list[Registration], standin: str) -> Finding:
+@emits(Code.CO411)
+def unreachable(step: LoadStep, lost: list[Registration], standin: str) -> Finding:
+    """Creators a library files in a namespace other than their own, where getCreator never looks."""
     names = [r.identity for r in lost]
     first = lost[0]
     return Finding(
-        "CO411", f"{step.path} registers {len(names)} TensorRT plugin creator(s) in a namespace other than their own "
-        f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}; registered in '{first.filed_in}'): TensorRT's "
+        Code.CO411, f"{step.path} registers {len(names)} TensorRT plugin creator(s) in a namespace other than their "
+        f"own ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}; registered in '{first.filed_in}'): TensorRT's "
         "registry files them where getCreator never finds them, so no engine gets them", model=step.model,
         library=step.path, file=step.source, symbol=names[0],
         predicted=f"getPluginCreator could not find plugin {first.name} version {first.version}",
@@ -136,9 +139,12 @@ def _unreachable(step: LoadStep, lost: list[Registration], standin: str) -> Find
                   f"getPluginNamespace() is '{first.namespace}'",))
 
 
-def _unseen(step: LoadStep, message: str, status: ProbeStatus) -> Finding:
+@emits(Code.CO410)
+def unseen(step: LoadStep, message: str, status: ProbeStatus) -> Finding:
+    """A plugin library whose registrations the probe could not see: none when dlopen()ed (or only through its
+    getCreators entry point), or a failure or crash against the stand-in."""
     what = "registered no plugin creator" if status is ProbeStatus.LOADED else f"could not be probed: {message}"
-    return Finding("CO410", f"TensorRT plugin library {step.path} {what}", model=step.model, library=step.path,
+    return Finding(Code.CO410, f"TensorRT plugin library {step.path} {what}", model=step.model, library=step.path,
                    file=step.source, evidence=(f"probe: {message}",) if message else ())
 
 

@@ -29,13 +29,13 @@ from collections import defaultdict
 from functools import partial
 from typing import Any
 
-from customops.codes import Severity
+from customops.codes import Code, Severity
+from customops.emitters import emits
 from customops.findings import Finding
 from customops.inspect.registrations import RefusedDef, Registration
 from customops.rules.context import RuleContext, again
 from customops.triton.plan import LoadStep
 
-CODES = frozenset({"CO406", "CO408"})
 NEEDS_PREDICTION = False
 OVERRIDDEN = "Overriding a previously registered kernel for the same operator and the same dispatch key"  # torch's
 
@@ -74,14 +74,16 @@ def _registration_order(steps: list[LoadStep]) -> list[LoadStep]:
     return [*reversed([s for s in steps if s.preload]), *(s for s in steps if not s.preload)]
 
 
+@emits(Code.CO406)
 def duplicate_registration(message: str, **about: Any) -> Finding:
-    """CO406 as a probe observed it (customops.rules.probed)."""
-    return Finding("CO406", message, **about)
+    """Two libraries of one process register the same thing: read from their files, or observed by a probe."""
+    return Finding(Code.CO406, message, **about)
 
 
+@emits(Code.CO408)
 def unregistered_ops(message: str, **about: Any) -> Finding:
-    """CO408 as a probe observed it (customops.rules.probed)."""
-    return Finding("CO408", message, **about)
+    """A model uses ops that nothing loaded registers: read from the files, or observed by a probe."""
+    return Finding(Code.CO408, message, **about)
 
 
 def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Finding]:
@@ -121,9 +123,9 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
             if any((namespace, op) in schemas or ("", op) in schemas for ns, op in calls if ns == namespace):
                 continue  # a loaded library defines the op's schema (its namespace read from the schema or .symtab)
             first = min(f"{ns}::{op}" for ns, op in calls if ns == namespace)
-            findings.append(Finding(
-                "CO408", f"model '{model.name}' calls {first} but nothing loaded registers the namespace "
-                         f"'{namespace}': loading the TorchScript model fails", model=model.name, file=archive,
+            findings.append(unregistered_ops(
+                f"model '{model.name}' calls {first} but nothing loaded registers the namespace "
+                f"'{namespace}': loading the TorchScript model fails", model=model.name, file=archive,
                 symbol=first, predicted=f"Unknown builtin op: {first}.",
                 evidence=(f"{archive} calls " + ", ".join(sorted(f"{ns}::{op}" for ns, op in calls
                                                                    if ns == namespace)),
@@ -155,9 +157,9 @@ def _unregistered_onnx_domains(ctx: RuleContext) -> list[Finding]:
             if b"\0" + domain.encode() + b"\0" in framework.found:
                 continue  # built into ONNX Runtime (com.microsoft, ai.onnx.ml, ...)
             ops_used = [op for d, op in custom if d == domain]
-            findings.append(Finding(
-                "CO408", f"model '{model.name}' uses {domain}:{ops_used[0]} but loads no custom-op library and ONNX "
-                         f"Runtime does not build in the domain '{domain}': creating its session fails",
+            findings.append(unregistered_ops(
+                f"model '{model.name}' uses {domain}:{ops_used[0]} but loads no custom-op library and ONNX "
+                f"Runtime does not build in the domain '{domain}': creating its session fails",
                 model=model.name, file=path, symbol=f"{domain}:{ops_used[0]}",
                 predicted=f"Fatal error: {domain}:{ops_used[0]}(-1) is not a registered function/op",
                 evidence=(f"{path} uses " + ", ".join(f"{domain}:{op}" for op in ops_used),
@@ -183,14 +185,14 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
         evidence = (*(f"{macro[s]}({namespace}) in {s.path}" for s in defining),
                     f"use {macro[second]}_FRAGMENT to add to a namespace defined elsewhere")
         if macro[second] == "STABLE_TORCH_LIBRARY":  # torch/csrc/stable/library.h ignores the shim's error
-            findings.append(Finding(
-                "CO406", f"{second.path} defines STABLE_TORCH_LIBRARY({namespace}) again after {first.path}: torch "
-                         "refuses the namespace, the library handle stays null and its first def() crashes the "
-                         "server (SIGSEGV)", **again(first, second), symbol=namespace, evidence=evidence))
+            findings.append(duplicate_registration(
+                f"{second.path} defines STABLE_TORCH_LIBRARY({namespace}) again after {first.path}: torch "
+                "refuses the namespace, the library handle stays null and its first def() crashes the "
+                "server (SIGSEGV)", **again(first, second), symbol=namespace, evidence=evidence))
             continue
-        findings.append(Finding(
-            "CO406", f"{second.path} defines TORCH_LIBRARY({namespace}) again after {first.path}: loading it aborts "
-                     "the server", **again(first, second), symbol=namespace,
+        findings.append(duplicate_registration(
+            f"{second.path} defines TORCH_LIBRARY({namespace}) again after {first.path}: loading it aborts "
+            "the server", **again(first, second), symbol=namespace,
             predicted=f"Only a single TORCH_LIBRARY can be used to register the namespace {namespace}; please put "
                       "all of your definitions in a single TORCH_LIBRARY block.", evidence=evidence))
     return findings
@@ -248,8 +250,8 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
         if refusal is not None and any(r.api == "stable" for r in found if r.framework == "torch"):
             evidence.append(_refusal_evidence(refusal))
         how, predicted, severity = _copy_fate(found, refusal)
-        findings.append(Finding(
-            "CO406", f"{second.path} is a copy of {first.path}: loading it registers the same Torch ops again; {how}",
+        findings.append(duplicate_registration(
+            f"{second.path} is a copy of {first.path}: loading it registers the same Torch ops again; {how}",
             severity=severity, **again(first, second),
             symbol=schemas[0] if schemas else None, predicted=predicted, evidence=tuple(evidence)))
     return findings
@@ -343,7 +345,7 @@ def _schema_clash(first: LoadStep, second: LoadStep, ops: list[str], known: bool
     evidence = (f"both define: {', '.join(ops[:10])}" + (" ..." if len(ops) > 10 else ""),
                 *((f"ld.so runs {first.path}'s static initialisers before {second.path}'s (LD_PRELOAD: the last "
                    "listed first)",) if first.preload and second.preload else ()))
-    clash = partial(Finding, "CO406", **again(first, second), symbol=ops[0])
+    clash = partial(duplicate_registration, **again(first, second), symbol=ops[0])
     if not known:
         if survives:
             then = f"torch refuses {second.path}'s definition, which it ignores: its kernels replace the first's"
@@ -378,19 +380,19 @@ def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> lis
         frameworks = {r.framework for s in copies for r in registrations[s]}
         first, second = copies[0], copies[1]
         if loader == "tensorflow" and "tensorflow" in frameworks and first.path != second.path:
-            findings.append(Finding(
-                "CO406", f"{second.path} is a copy of {first.path}: TensorFlow silently drops the ops it registers "
-                         "again; the models share the first copy's ops", severity=Severity.WARNING,
+            findings.append(duplicate_registration(
+                f"{second.path} is a copy of {first.path}: TensorFlow silently drops the ops it registers "
+                "again; the models share the first copy's ops", severity=Severity.WARNING,
                 **again(first, second), evidence=(f"same content as {first.path}",)))
         elif loader == "onnxruntime" and first.model == second.model:
-            findings.append(Finding(
-                "CO406", f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
-                         "creating its session fails", **again(first, second),
+            findings.append(duplicate_registration(
+                f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
+                "creating its session fails", **again(first, second),
                 predicted="Domain already set in registry"))
         elif loader == "tensorrt" and "tensorrt" in frameworks:
-            findings.append(Finding(
-                "CO406", f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
-                         "library's win", **again(first, second),
+            findings.append(duplicate_registration(
+                f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
+                "library's win", **again(first, second),
                 predicted="Could not register plugin creator", evidence=(
                     "static check: TensorRT creator names are not readable without TensorRT; only identical plugin "
                     "libraries are detected",)))

@@ -1,5 +1,5 @@
-"""CO503, and the version facts the loading rules report: what a custom library was built against versus
-what the container has.
+"""CO503, and the version facts the loading rules report (CO501 and CO502 made here): what a custom library was
+built against versus what the container has.
 
 Everything is read from the files: the library's DT_NEEDED and version needs, the container's library
 file names and version definitions (customops.triton.container). No table of particular libraries is used.
@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from customops.codes import Code
 from customops.elf.summary import version_key, version_maxima
+from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding
 from customops.rules.context import RuleContext
 
-CODES = frozenset({"CO503"})
 NEEDS_PREDICTION = True
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
 
 
 class Mismatch(NamedTuple):
-    """A DT_NEEDED entry of another major version than the container's: "libnvinfer.so.8", "CO501",
+    """A DT_NEEDED entry of another major version than the container's: "libnvinfer.so.8", Code.CO501,
     "TensorRT 8", "TensorRT 10"."""
 
     needed: str
-    code: str
+    code: Code
     needs: str
     has: str
 
@@ -40,8 +41,13 @@ class Shortfall(NamedTuple):
 
 
 def check(ctx: RuleContext) -> list[Finding]:
-    """CO503: a library whose std::string references use one libstdc++ ABI, linked against a framework
-    library (from the container) that defines only the other."""
+    return string_abi_mismatches(ctx)
+
+
+@emits(Code.CO503)
+def string_abi_mismatches(ctx: RuleContext) -> list[Finding]:
+    """A library whose std::string references use one libstdc++ ABI, linked against a framework library (from
+    the container) that defines only the other."""
     from customops.elf.summary import cxx_abi
 
     reader = ctx.reader
@@ -68,8 +74,8 @@ def check(ctx: RuleContext) -> list[Finding]:
             new_vs_old = mine["undefined_cxx11"] and not theirs["defined_cxx11"] and theirs["defined_old"]
             if old_vs_new or new_vs_old:
                 flavour, other = ("pre-C++11", "C++11") if old_vs_new else ("C++11", "pre-C++11")
-                findings.append(Finding("CO503", f"{step.path} uses the {flavour} std::string ABI; {needed} in the "
-                                                 f"container uses the {other} one", model=step.model,
+                findings.append(Finding(Code.CO503, f"{step.path} uses the {flavour} std::string ABI; {needed} in "
+                                                    f"the container uses the {other} one", model=step.model,
                                         library=step.path, file=step.source))
     return findings
 
@@ -84,10 +90,27 @@ def major_mismatches(info, facts) -> list[Mismatch]:
             continue
         stem, major = match.group("stem"), match.group("major")
         if stem == "libnvinfer" and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
-            found.append(Mismatch(needed, "CO501", f"TensorRT {major}", f"TensorRT {facts.tensorrt}"))
+            found.append(Mismatch(needed, Code.CO501, f"TensorRT {major}", f"TensorRT {facts.tensorrt}"))
         if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
-            found.append(Mismatch(needed, "CO502", f"CUDA {major}", f"CUDA {facts.cuda}"))
+            found.append(Mismatch(needed, Code.CO502, f"CUDA {major}", f"CUDA {facts.cuda}"))
     return found
+
+
+def major_mismatch(mismatch: Mismatch, message: str, **fields: Any) -> Finding:
+    """The finding of a mismatched major: its code's emitter's."""
+    return (tensorrt_major if mismatch.code == Code.CO501 else cuda_major)(message, **fields)
+
+
+@emits(Code.CO501)
+def tensorrt_major(message: str, **fields: Any) -> Finding:
+    """A library that needs libnvinfer of another major version than the container's TensorRT."""
+    return Finding(Code.CO501, message, **fields)
+
+
+@emits(Code.CO502)
+def cuda_major(message: str, **fields: Any) -> Finding:
+    """A library that needs libcudart of another major version than the container's CUDA."""
+    return Finding(Code.CO502, message, **fields)
 
 
 def version_shortfalls(info, facts) -> list[Shortfall]:

@@ -31,8 +31,9 @@ from dataclasses import dataclass, replace
 
 from customops import ownership, safeio
 from customops.codes import CODES as CODE_TABLE
-from customops.codes import Severity
+from customops.codes import Code, Severity
 from customops.comments import uncommented
+from customops.emitters import emits
 from customops.errors import InputError, printable
 from customops.selection import parse_selectors
 
@@ -43,7 +44,6 @@ else:  # pragma: no cover
 
 MANIFEST_NAME = "customops.toml"
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # control characters (Unicode category Cc)
-CODES = frozenset({"CO106"})  # an invalid manifest: an InputError (exit status 2), not a finding
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,18 @@ def _read(path: str) -> tuple[str, dict]:
         raise InputError(path, "manifest not found" if exc.reason == "No such file or directory" else exc.reason
                          ) from None
     except RecursionError:
-        raise InputError(path, "CO106 nested too deeply") from None
+        raise invalid_manifest(path, "nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(path, f"CO106 not valid TOML: {exc}") from None
+        raise invalid_manifest(path, f"not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:  # found by fuzzing: tomllib decodes the whole file as UTF-8 first
-        raise InputError(path, f"CO106 not UTF-8 text (byte {exc.start})") from None
+        raise invalid_manifest(path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+@emits(Code.CO106)
+def invalid_manifest(path: str, reason: str) -> InputError:
+    """A manifest customops cannot act on: reported as an InputError (exit status 2) naming the file, not as a
+    finding, since what it should load is unknown."""
+    return InputError(path, f"{Code.CO106} {reason}")
 
 
 class _Reader:
@@ -123,7 +130,7 @@ class _Reader:
         self.written: list[tuple[str, str, str]] = []  # what paths() read, as written (Manifest.written)
 
     def fail(self, reason: str) -> InputError:
-        return InputError(self.path, f"CO106 {reason}")
+        return invalid_manifest(self.path, reason)
 
     def plain(self, where: str, value: str) -> str:
         """A path or glob customops acts on: a control character in one (a newline that would end a line of

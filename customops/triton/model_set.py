@@ -7,15 +7,15 @@ model its steps name is. In explicit mode the models an ensemble's steps name lo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from typing import Any
 
 from customops import safeio
+from customops.codes import Code
+from customops.emitters import emits
 from customops.errors import InputError
 from customops.findings import Finding
 from customops.triton.modelconfig import did_you_mean, value_place
 from customops.triton.repository import Model
-
-CODES = frozenset({"CO108", "CO109", "CO110"})
 
 
 def steps(model: Model) -> tuple[str, ...]:
@@ -42,21 +42,22 @@ def not_in_any_repository(asked: set[str], models: Iterable[Model], names: Itera
     """CO108 for each --load-model name no repository has, with the nearest of the models' and `names`' names."""
     present = {m.name for m in models}
     known = present | set(names)
-    return [Finding("CO108", f"model '{name}' is asked for (--load-model) but is in no model repository"
-                    + (f" ({hint})" if (hint := did_you_mean(name, known)) else ""), model=name,
-                    predicted=f"failed to poll model '{name}': model not found in any model repository.")
+    return [model_not_found(f"model '{name}' is asked for (--load-model) but is in no model repository"
+                            + (f" ({hint})" if (hint := did_you_mean(name, known)) else ""), model=name,
+                            predicted=f"failed to poll model '{name}': model not found in any model repository.")
             for name in sorted(asked - present)]
 
 
+@emits(Code.CO110)
 def not_unique(models: Iterable[Model], namespacing: bool) -> list[Finding]:
-    """CO110 for a model name in several repositories: the core polls none of them (without namespacing)."""
+    """A model name in several repositories: the core polls none of them (without namespacing)."""
     if namespacing:
         return []
     seen: dict[str, list[Model]] = {}
     for model in models:
         seen.setdefault(model.name, []).append(model)
     message = "failed to poll model '{}': not unique across all model repositories"
-    return [Finding("CO110", f"model '{name}' is in {len(copies)} model repositories; the server loads none of them",
+    return [Finding(Code.CO110, f"model '{name}' is in {len(copies)} model repositories; the server loads none of them",
                     model=name, file=copies[0].config_path, predicted=message.format(name),
                     evidence=tuple(f"found: {m.path}" for m in copies))
             for name, copies in seen.items() if len(copies) > 1]
@@ -76,7 +77,7 @@ def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str], names
     for model in ensembles:
         if model.config is not None and not model.config.HasField("ensemble_scheduling"):
             message = f"ensemble scheduling must be set for ensemble {model.name} whose platform is ensemble"
-            findings.append(_finding("CO109", model, message, message))
+            findings.append(ensemble_unservable(model, message, message))
             failing[model.name] = message
         elif missing := sorted(set(steps(model)) - present):
             message = f"ensemble {model.name} contains models that are not available or ambiguous: {', '.join(missing)}"
@@ -89,8 +90,8 @@ def ensemble_findings(models: Iterable[Model], failing: Mapping[str, str], names
             down = next((n for n in steps(model) if n in failing), None) if model.name not in failing else None
             if down is not None:
                 predicted = f"ensemble '{model.name}' depends on '{down}' which has no loaded version."
-                findings.append(_finding("CO109", model, f"ensemble '{model.name}' cannot be served: its step "
-                                         f"model '{down}' fails ({failing[down]})", predicted))
+                findings.append(ensemble_unservable(model, f"ensemble '{model.name}' cannot be served: its step "
+                                                    f"model '{down}' fails ({failing[down]})", predicted))
                 failing[model.name] = predicted
                 changed = True
     return findings
@@ -110,10 +111,18 @@ def _not_found(model: Model, missing: list[str], known: set[str], predicted: str
         except (InputError, OSError):
             text = ""
         place = next((p for name in missing if (p := value_place(text, "model_name", name))), None)
-    return replace(_finding("CO108", model, f"ensemble '{model.name}' names models in no repository: "
-                            f"{', '.join(named)}", predicted), line=place[0] if place else None,
-                   column=place[1] if place else None)
+    return model_not_found(f"ensemble '{model.name}' names models in no repository: {', '.join(named)}",
+                           model=model.name, file=model.config_path, predicted=predicted,
+                           line=place[0] if place else None, column=place[1] if place else None)
 
 
-def _finding(code: str, model: Model, message: str, predicted: str) -> Finding:
-    return Finding(code, message, model=model.name, file=model.config_path, predicted=predicted)
+@emits(Code.CO108)
+def model_not_found(message: str, **fields: Any) -> Finding:
+    """A model the server is asked for, by --load-model or by an ensemble's step, that no repository has."""
+    return Finding(Code.CO108, message, **fields)
+
+
+@emits(Code.CO109)
+def ensemble_unservable(model: Model, message: str, predicted: str) -> Finding:
+    """An ensemble without ensemble_scheduling, or one whose step names a model that fails."""
+    return Finding(Code.CO109, message, model=model.name, file=model.config_path, predicted=predicted)

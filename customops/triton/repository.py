@@ -2,7 +2,9 @@
 
 Rules of Triton core (`src/model_config_utils.cc` AutoCompleteBackendFields and
 ValidateModelConfig, `model_lifecycle.cc` VersionsToLoad, `model_repository_manager.cc`
-GetModelConfigFullPath). Errors carry Triton's own text in `Problem.predicted`.
+GetModelConfigFullPath). A model's problems are findings (CO101-CO103, each code's emitter here), with
+Triton's own text in `predicted` (the model's paths as this machine sees them: app/planning says them as the
+server does).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from customops import safeio
+from customops.codes import Code
+from customops.emitters import emits
 from customops.errors import InputError, printable
+from customops.findings import Finding
 from customops.triton.autocomplete import served
 from customops.triton.config_checks import first_problem
 from customops.triton.modelconfig import parse_config
@@ -25,19 +30,43 @@ from customops.triton.release_rules import TODAY, RepositoryRules
 NOT_VERSIONS = ("warmup", "initial_state", "configs")
 STOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")  # what std::stoll reads: the rest of the name is ignored
 INT64 = range(-(2 ** 63), 2 ** 63)
-CODES = frozenset({"CO101", "CO102", "CO103"})  # the repository problems it finds (turned into findings by app)
 
 
 @dataclass(frozen=True)
-class Problem:
-    """A repository-level finding before anything is loaded (CO101-CO103)."""
+class Where:
+    """Whose problem it is and what its finding points at: the model's config file (at line 1 unless a line
+    is known), else its directory."""
 
-    code: str
-    message: str
-    predicted: str = ""
-    line: int | None = None
-    column: int | None = None
-    hint: str = ""  # a fix for this case, where the code's own does not apply
+    model: str
+    directory: str
+    config_path: str | None
+
+    def finding(self, code: Code, message: str, predicted: str, line: int | None, column: int | None,
+                hint: str) -> Finding:
+        return Finding(code, message, model=self.model, file=self.config_path or self.directory,
+                       line=(line or 1) if self.config_path else None, column=column, predicted=predicted or None,
+                       hint=hint)
+
+
+@emits(Code.CO101)
+def invalid_config(where: Where, message: str, predicted: str = "", line: int | None = None,
+                   column: int | None = None, hint: str = "") -> Finding:
+    """A configuration the core cannot read or parse, or refuses (a name other than its directory's,
+    ValidateModelConfig's checks, none with auto-complete disabled). `hint`: a fix for this case, where the
+    code's own does not apply."""
+    return where.finding(Code.CO101, message, predicted, line, column, hint)
+
+
+@emits(Code.CO102)
+def unknown_backend(where: Where, message: str, predicted: str = "", hint: str = "") -> Finding:
+    """A model whose backend AutoCompleteBackendFields cannot determine, or whose platform and backend disagree."""
+    return where.finding(Code.CO102, message, predicted, None, None, hint)
+
+
+@emits(Code.CO103)
+def no_version(where: Where, message: str, predicted: str = "") -> Finding:
+    """A model with no version directory its version policy loads (VersionsToLoad), or one std::stoll throws on."""
+    return where.finding(Code.CO103, message, predicted, None, None, "")
 
 
 @dataclass(frozen=True)
@@ -51,12 +80,12 @@ class Model:
     runtime: str
     versions: tuple[int, ...]  # the ones loaded under the version policy, newest first
     op_libraries: tuple[str, ...]  # model_operations.op_library_filename, as written
-    problems: tuple[Problem, ...]
+    problems: tuple[Finding, ...]  # CO101-CO103: the model is not loaded
     default_model_filename: str = ""  # as the core auto-completes it ("" : the backend's own default)
 
     @property
     def loadable(self) -> bool:
-        return not any(p.code in ("CO101", "CO102", "CO103") for p in self.problems)
+        return not self.problems
 
     def model_file(self, default: str) -> str:
         """The file or directory the backend loads: default_model_filename, else the backend's `default`,
@@ -124,49 +153,51 @@ def _config_of(name: str) -> str:
 
 def read_model(model_dir: str, name: str, config_name: str | None = None, auto_complete: bool = True,
                rules: RepositoryRules = TODAY) -> Model:
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     candidate = os.path.join(model_dir, "config.pbtxt")
     if config_name and os.path.isfile(os.path.join(model_dir, "configs", f"{config_name}.pbtxt")):
         candidate = os.path.join(model_dir, "configs", f"{config_name}.pbtxt")
     config = None
     config_path = candidate if os.path.lexists(candidate) else None  # a dangling link or a loop: CO101, read as such
+    where = Where(name, model_dir, config_path)  # what its problems point at
     if config_path is not None and not os.path.exists(config_path):
-        problems.append(Problem("CO101", f"{_config_of(name)} {_broken_link(config_path)}",  # Triton sees no config
-                                hint="Point the link at the model's configuration, or replace it with the file."))
+        hint = "Point the link at the model's configuration, or replace it with the file."
+        problems.append(invalid_config(where, f"{_config_of(name)} {_broken_link(config_path)}", hint=hint))
     elif config_path is not None:
         text: str | None
         try:
             text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8")
             if text.startswith("\ufeff"):  # protobuf's text parser, as the core calls it, takes no byte-order mark
-                problems.append(Problem("CO101", f"{_config_of(name)} starts with a UTF-8 byte-order mark, which "
-                                        "protobuf's text parser rejects",
-                                        f"failed to read text proto from {config_path}", 1, 1,
-                                        hint="Save config.pbtxt as UTF-8 without a byte-order mark."))
+                problems.append(invalid_config(where, f"{_config_of(name)} starts with a UTF-8 byte-order mark, "
+                                               "which protobuf's text parser rejects",
+                                               f"failed to read text proto from {config_path}", 1, 1,
+                                               hint="Save config.pbtxt as UTF-8 without a byte-order mark."))
                 text = None
         except (InputError, UnicodeDecodeError) as exc:
             reason = exc.reason if isinstance(exc, InputError) else str(exc)
-            problems.append(Problem("CO101", f"{_config_of(name)} cannot be read ({reason})",  # points at the path
-                                    f"failed to read text proto from {config_path}"))
+            problems.append(invalid_config(where, f"{_config_of(name)} cannot be read ({reason})",  # at the path
+                                           f"failed to read text proto from {config_path}"))
             text = None
         if text is not None:
             config, error = parse_config(text, config_path)
             if error is not None:
-                problems.append(Problem("CO101", f"{_config_of(name)} does not parse: {error.reason}",
-                                        f"failed to read text proto from {config_path}", error.line, error.column))
+                problems.append(invalid_config(where, f"{_config_of(name)} does not parse: {error.reason}",
+                                               f"failed to read text proto from {config_path}", error.line,
+                                               error.column))
     if config_path is None and not auto_complete:  # model_repository_manager.cc: ReadTextProto of a missing file
-        problems.append(Problem("CO101", f"model '{name}' has no config.pbtxt in its directory {model_dir}, which the "
-                                "server requires with auto-complete disabled (--disable-auto-complete-config or "
-                                "--strict-model-config)",
-                                f"failed to open text file for read {candidate}: No such file or directory",
-                                hint="Write the model's config.pbtxt, or let the server auto-complete it."))
+        problems.append(invalid_config(where, f"model '{name}' has no config.pbtxt in its directory {model_dir}, "
+                                       "which the server requires with auto-complete disabled "
+                                       "(--disable-auto-complete-config or --strict-model-config)",
+                                       f"failed to open text file for read {candidate}: No such file or directory",
+                                       hint="Write the model's config.pbtxt, or let the server auto-complete it."))
     if config is not None and config.name and config.name != name:  # model_repository_manager.cc
         message = f"unexpected directory name '{name}' for model '{config.name}', directory name must equal model name"
         hint = f"Name the directory '{config.name}', or set name: \"{name}\" (or leave name out)."
-        problems.append(Problem("CO101", message, message, hint=hint))
+        problems.append(invalid_config(where, message, message, hint=hint))
     backend = config.backend if config is not None else ""
     platform = config.platform if config is not None else ""
     runtime = config.runtime if config is not None and rules.runtime_field else ""  # read from 24.01 on
-    versions = _versions(model_dir, name, config, problems)
+    versions = _versions(where, config, problems)
     filename = config.default_model_filename if config is not None else ""
     if config is not None or (config_path is None and auto_complete):
         completed = served(model_dir, name, backend, platform, filename, config.name if config is not None else "",
@@ -174,9 +205,9 @@ def read_model(model_dir: str, name: str, config_name: str | None = None, auto_c
         backend, platform, filename = completed.backend, completed.platform, completed.default_model_filename
         if completed.problem:
             message = completed.problem + (f"; {completed.suggestion}" if completed.suggestion else "")
-            problems.append(Problem("CO102", message, completed.problem, hint=completed.hint))
+            problems.append(unknown_backend(where, message, completed.problem, hint=completed.hint))
         elif config is not None and (invalid := first_problem(config, config.name or name, backend)):
-            problems.append(Problem("CO101", invalid, invalid))
+            problems.append(invalid_config(where, invalid, invalid))
     ops = tuple(config.model_operations.op_library_filename) if config is not None else ()
     return Model(name, model_dir, config_path, config, backend, platform, runtime, versions, ops, tuple(problems),
                  filename)
@@ -197,22 +228,22 @@ def version_of(directory: str) -> int | None:
     return value
 
 
-def _versions(model_dir: str, name: str, config: Any, problems: list[Problem]) -> tuple[int, ...]:
+def _versions(where: Where, config: Any, problems: list[Finding]) -> tuple[int, ...]:
     """VersionsToLoad: the versions of the model's subdirectories; the version policy picks among them (no
     policy: the latest one)."""
     available: set[int] = set()
     try:
-        subdirs = sorted(d for d in os.listdir(model_dir) if os.path.isdir(os.path.join(model_dir, d)))
+        subdirs = sorted(d for d in os.listdir(where.directory) if os.path.isdir(os.path.join(where.directory, d)))
     except OSError:
         subdirs = []
     for directory in subdirs:
         try:
             version = version_of(directory)
         except ValueError:
-            message = (f"version directory '{directory}' of model '{name}' is out of the int64 range: std::stoll "
-                       "throws std::out_of_range, which the server does not catch (it aborts)")
-            problems.append(Problem("CO103", message, "terminate called after throwing an instance of "
-                                    "'std::out_of_range'"))
+            message = (f"version directory '{directory}' of model '{where.model}' is out of the int64 range: "
+                       "std::stoll throws std::out_of_range, which the server does not catch (it aborts)")
+            problems.append(no_version(where, message, "terminate called after throwing an instance of "
+                                                       "'std::out_of_range'"))
             continue
         if version is not None:
             available.add(version)
@@ -226,6 +257,6 @@ def _versions(model_dir: str, name: str, config: Any, problems: list[Problem]) -
     else:
         chosen = newest_first[:policy.latest.num_versions if kind == "latest" and policy is not None else 1]
     if not chosen:
-        message = f"at least one version must be available under the version policy of model '{name}'"
-        problems.append(Problem("CO103", message, message))
+        message = f"at least one version must be available under the version policy of model '{where.model}'"
+        problems.append(no_version(where, message, message))
     return tuple(chosen)

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 
 from customops import chroot
+from customops.codes import Code
+from customops.emitters import emits
 from customops.findings import Finding
 from customops.triton.loaders import FRAMEWORKS, OP_LIBRARY_BACKENDS
 from customops.triton.plan import Context, LoaderResult, LoadStep, Written
@@ -23,7 +25,6 @@ from customops.triton.repository import Model
 PYTHON_BACKEND = "python"  # the Python backend: its libtriton_python.so also runs the Python-based backends
 
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
-CODES = frozenset({"CO105", "CO201", "CO203"})  # the findings it emits
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,26 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
         if shipped and not model.runtime:
             return BackendLookup(unseen[-1], tuple(searched), assumed=True)
         return BackendLookup(None, tuple(searched), unknown=True)
-    code = "CO203" if absent else "CO201"
+    emit = backend_not_shipped if absent else backend_not_found
     message = (f"model '{model.name}' needs the {model.backend} backend, which this container does not ship" if absent
                else f"backend library {libname} for model '{model.name}' not found")
-    return BackendLookup(None, tuple(searched), Finding(
-        code, message + _did_you_mean(model, ctx, absent), model=model.name, file=model.config_path,
-        predicted=predicted, evidence=tuple(f"searched: {p}" for p in searched)))
+    return BackendLookup(None, tuple(searched), emit(model, message + _did_you_mean(model, ctx, absent), predicted,
+                                                     tuple(f"searched: {p}" for p in searched)))
+
+
+@emits(Code.CO201)
+def backend_not_found(model: Model, message: str, predicted: str, evidence: tuple[str, ...] = ()) -> Finding:
+    """A backend library found in none of the places the core searches, or one whose path escapes the directory
+    it was found in."""
+    return Finding(Code.CO201, message, model=model.name, file=model.config_path, predicted=predicted,
+                   evidence=evidence)
+
+
+@emits(Code.CO203)
+def backend_not_shipped(model: Model, message: str, predicted: str, evidence: tuple[str, ...] = ()) -> Finding:
+    """A framework backend the container's release does not ship, and no library stands in for it."""
+    return Finding(Code.CO203, message, model=model.name, file=model.config_path, predicted=predicted,
+                   evidence=evidence)
 
 
 def _search(directories: list[str] | tuple[str, ...], libname: str, ctx: Context, searched: list[str],
@@ -104,8 +119,7 @@ def _escape(model: Model, ctx: Context, libname: str, directory: str) -> Finding
         return None
     message = (f"backend library name '{libname}' escapes backend directory '{directory}', for model "
                f"'{model.name}', check model config runtime field")
-    return Finding("CO201", message, model=model.name, file=model.config_path, predicted=message,
-                   evidence=(f"resolved: {child}",))
+    return backend_not_found(model, message, message, (f"resolved: {child}",))
 
 
 def _real(ctx: Context, path: str) -> str | None:
@@ -128,14 +142,13 @@ def _python_based(model: Model, ctx: Context, dirs: list[str], searched: list[st
         if ctx.container.target is None:
             return BackendLookup(None, tuple(searched), unknown=True)
         message = _not_found("libtriton_python.so", model.name, directories)
-        return BackendLookup(None, tuple(searched), Finding("CO201", message, model=model.name,
-                                                            file=model.config_path, predicted=message))
+        return BackendLookup(None, tuple(searched), backend_not_found(model, message, message))
     escape = _escape(model, ctx, "libtriton_python.so", found[0])
     model_py = f"{backend_dir}/{model.backend}/model.py"
     if escape is None and model.runtime == "model.py" and ctx.visible(model_py) is False:
         message = (f"unable to find Python backend based backend library 'model.py' for model '{model.name}', "
                    f"searched: '{model_py}'")
-        escape = Finding("CO201", message, model=model.name, file=model.config_path, predicted=message)
+        escape = backend_not_found(model, message, message)
     return BackendLookup(None if escape else found[1], tuple(searched), escape)
 
 
@@ -162,12 +175,7 @@ def _did_you_mean(model: Model, ctx: Context, absent: bool) -> str:
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
     """Triton core's part: the backend library is dlopen()ed once per path, its entry points looked up."""
-    findings = []
-    if model.op_libraries and model.backend not in OP_LIBRARY_BACKENDS:
-        findings.append(Finding(
-            "CO105", f"model '{model.name}' lists model_operations, which the {model.backend} backend ignores",
-            model=model.name, file=model.config_path,
-            evidence=tuple(f"op_library_filename: {p}" for p in model.op_libraries)))
+    findings = [operations_ignored(model)] if model.op_libraries and model.backend not in OP_LIBRARY_BACKENDS else []
     steps: tuple[LoadStep, ...] = ()
     if first:
         field = "runtime" if model.runtime else "backend"  # the config field naming it (else its platform)
@@ -175,3 +183,11 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
         steps = (LoadStep(library, ctx.source(library), "backend", "backend library", model=model.name,
                           entry_points=(REQUIRED_ENTRY_POINT,), written=written),)
     return LoaderResult(steps=steps, findings=tuple(findings))
+
+
+@emits(Code.CO105)
+def operations_ignored(model: Model) -> Finding:
+    """model_operations on a model whose backend never loads op libraries."""
+    return Finding(Code.CO105, f"model '{model.name}' lists model_operations, which the {model.backend} backend "
+                               "ignores", model=model.name, file=model.config_path,
+                   evidence=tuple(f"op_library_filename: {p}" for p in model.op_libraries))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from customops.codes import Code
+from customops.emitters import emits
 from customops.triton.plan import Context, LoaderResult, LoadStep, Written, preloaded
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
+    from customops.findings import Finding
     from customops.triton.repository import Model
-
-CODES = frozenset({"CO104"})  # the findings it emits
 
 
 def process(ctx: Context) -> LoaderResult:
@@ -30,18 +31,24 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
 def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
                  entry_points: tuple[str, ...]) -> LoaderResult:
     """model_operations entries, dlopen()ed by the framework inside the backend's process."""
-    from customops.findings import Finding  # per model only: launch's cached start runs the process-wide part
-
     steps, findings = [], []
     for n, written in enumerate(model.op_libraries):
         if not written.startswith("/"):
-            findings.append(Finding(
-                "CO104", f"op library '{written}' of model '{model.name}' is not an absolute path",
-                model=model.name, library=written, file=model.config_path,
-                evidence=(f"dlopen resolves it {'against the server working directory ' + ctx.server_cwd if '/' in written else 'through the ld.so search'}",)))  # noqa: E501
+            findings.append(relative_op_library(model, written, ctx))
         path = ctx.absolute(written)
         text = Written(model.config_path, written, "op_library_filename", model.op_libraries[:n].count(written)) \
             if model.config_path else None
         steps.append(LoadStep(path, ctx.source(path), loader, "op library", model=model.name,
                               entry_points=entry_points, caller=backend_library, written=text))
     return LoaderResult(steps=tuple(steps), findings=tuple(findings))
+
+
+@emits(Code.CO104)
+def relative_op_library(model: Model, written: str, ctx: Context) -> Finding:
+    """An op_library_filename that is not absolute: dlopen resolves it against the server's working directory,
+    or through the ld.so search for a bare name."""
+    from customops.findings import Finding  # per model only: launch's cached start runs the process-wide part
+
+    how = f"against the server working directory {ctx.server_cwd}" if "/" in written else "through the ld.so search"
+    return Finding(Code.CO104, f"op library '{written}' of model '{model.name}' is not an absolute path",
+                   model=model.name, library=written, file=model.config_path, evidence=(f"dlopen resolves it {how}",))
