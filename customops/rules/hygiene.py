@@ -7,6 +7,7 @@ import os
 import stat
 
 from customops.findings import Finding
+from customops.frameworks import PYTHON
 from customops.rules.context import RuleContext
 from customops.triton.manifest import CONTROL
 
@@ -32,7 +33,7 @@ def check(ctx: RuleContext) -> list[Finding]:
         if problem:
             findings.append(Finding("CO307", f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
                                     library=step.path, file=step.source))
-    python_models = [m.name for m in ctx.models if m.backend == "python" or "libtriton_python.so" in " ".join(
+    python_models = [m.name for m in ctx.models if m.backend == PYTHON.backend or PYTHON.backend_library in " ".join(
         s.path for s in plan.dlopens if s.model == m.name)]
     if plan.preloads and python_models:
         count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"

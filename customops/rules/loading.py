@@ -15,6 +15,7 @@ from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding
+from customops.frameworks import ONNXRUNTIME, TENSORRT
 from customops.linker.types import (
     NOT_LOADABLE,
     Binding,
@@ -143,12 +144,12 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
                 symbol=call.symbol,  # core/src/shared_library.cc GetEntrypoint, with dlerror()'s text
                 predicted=f"unable to find required entrypoint '{call.symbol}' in shared library: {call.message}",
                 **_about(step)))
-        elif call.symbol == "RegisterCustomOps":
+        elif call.symbol in ONNXRUNTIME.entry_points:
             findings.append(Finding(
                 "CO308", f"op library {step.path} of model '{step.model}' does not export RegisterCustomOps",
                 symbol=call.symbol, predicted=f"Failed to get symbol RegisterCustomOps with error: {step.path}: "
                                               "undefined symbol: RegisterCustomOps", **_about(step)))
-    if step.loader == "tensorrt" and step.purpose == "plugin library" and findings:
+    if step.loader == TENSORRT.backend and step.purpose == "plugin library" and findings:
         findings = [_trt_logged(f) for f in findings]
     return findings
 
@@ -201,7 +202,7 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
     failure = outcome.failure
     if failure is not None and failure.kind == FailureKind.MISSING_VERSION:
         name, provider = failure.version or "", failure.name
-        code = "CO505" if name.startswith("VERS_") and "onnxruntime" in provider else "CO306"
+        code = "CO505" if name.startswith("VERS_") and ONNXRUNTIME.backend in provider else "CO306"
         return Finding(code, f"{_what(step)} needs version {name}, which {provider} does not define",
                        version=name, predicted=message, **_about(step))
     if outcome.unresolved:
@@ -277,7 +278,7 @@ def _rebuild_against(step: LoadStep, framework: str, where: str, beside: tuple[s
     pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
     versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
     major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
-    fact = getattr(ctx.container.facts, step.loader, None)
+    fact = ctx.container.facts.version_of(step.loader)
     version = (f"{major}.{versions[0]}" if versions else
                fact if isinstance(fact, str) and re.fullmatch(r"\d+(\.\d+)+", fact) else None)
     if version:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from customops.elf.summary import version_key, version_maxima
 from customops.errors import ElfError
 from customops.findings import Finding
+from customops.frameworks import TENSORRT
 from customops.rules.context import RuleContext
 
 CODES = frozenset({"CO503"})
@@ -83,8 +84,8 @@ def major_mismatches(info, facts) -> list[Mismatch]:
         if not match:
             continue
         stem, major = match.group("stem"), match.group("major")
-        if stem == "libnvinfer" and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
-            found.append(Mismatch(needed, "CO501", f"TensorRT {major}", f"TensorRT {facts.tensorrt}"))
+        if stem == TENSORRT.version_stem and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
+            found.append(Mismatch(needed, "CO501", f"{TENSORRT.label} {major}", f"{TENSORRT.label} {facts.tensorrt}"))
         if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
             found.append(Mismatch(needed, "CO502", f"CUDA {major}", f"CUDA {facts.cuda}"))
     return found
