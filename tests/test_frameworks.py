@@ -133,7 +133,7 @@ def test_the_descriptors_name_each_thing_once():
         values = [getattr(f, field) for f in DESCRIPTORS]
         assert len(set(values)) == len(values), field
     probes = [f.probe for f in DESCRIPTORS if f.probe]
-    platforms = [p.name for f in DESCRIPTORS for p in f.platforms] + [a for f in DESCRIPTORS for a in f.platform_aliases]
+    platforms = [name for f in DESCRIPTORS for name in (*(p.name for p in f.platforms), *f.platform_aliases)]
     assert len(set(probes)) == len(probes) and len(set(platforms)) == len(platforms)
 
 
