@@ -40,7 +40,8 @@ class ManifestEntry:
 
 @dataclass(frozen=True)
 class Framework:
-    """One framework backend of Triton (or the Python backend): its facts, read by every module that needs one."""
+    """A Triton backend customops knows (a framework's, the Python backend, OpenVINO's only as auto-complete
+    chooses it): its facts, read by every module that needs one."""
 
     backend: str  # Triton's backend name: a config's `backend`, its directory under the backend directory
     label: str  # how reports name it

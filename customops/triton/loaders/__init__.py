@@ -41,8 +41,8 @@ LOADERS = (
     Loader(onnxruntime.FRAMEWORK, for_model=onnxruntime.for_model),
 )
 FRAMEWORKS = tuple(loader.backend for loader in LOADERS if loader.backend)  # the framework backends modelled
-OP_LIBRARY_BACKENDS = tuple(loader.backend for loader in LOADERS  # those loading a model's model_operations
-                            if loader.backend and loader.framework and loader.framework.model_operations)
+OP_LIBRARY_BACKENDS = tuple(loader.framework.backend for loader in LOADERS  # those loading model_operations
+                            if loader.framework and loader.framework.model_operations)
 
 
 def process_wide(ctx: Context) -> list[LoaderResult]:
