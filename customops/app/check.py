@@ -14,6 +14,7 @@ from customops.app.text_locations import with_text_locations
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
 from customops.findings import Finding, amended
+from customops.frameworks import TENSORFLOW
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbedGroup, ProbeSettings
@@ -136,7 +137,8 @@ def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],
     from customops.rules import probed
 
     plan = rules.plan
-    tensorflow = tensorflow_registry(plan, probe) if any(m.backend == "tensorflow" for m in rules.models) else None
+    tensorflow_models = any(m.backend == TENSORFLOW.backend for m in rules.models)
+    tensorflow = tensorflow_registry(plan, probe) if tensorflow_models else None
     groups = tuple(probe_plan(plan, probe))
     probes = rule_context.probed(groups, tensorflow, rules.models)
     notes += probed.notes(probes) + containment_notes(list(groups))

@@ -27,6 +27,7 @@ from customops.app.launch_cache import command_line, shell_text
 from customops.app.server_command import host_repositories, settings
 from customops.app.shown import shown
 from customops.errors import CustomopsError, printable
+from customops.frameworks import TENSORRT
 from customops.triton.manifest import CONTROL, Manifest, find_manifest, load_manifest
 from customops.triton.mounts import Mounts, container_of, default_mounts, resolve_host
 from customops.triton.plan import Context, merge
@@ -162,6 +163,6 @@ def assemble(server_argv: list[str], root: str, manifest: Manifest, mounts: tupl
 
 
 def _plugins(manifest: Manifest, root: str, mounts: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    if manifest.trt_load != "backend-config":
+    if manifest.load(TENSORRT) != "backend-config":
         return ()
-    return tuple(container_of(root, p, mounts) for p in manifest.trt_plugins)
+    return tuple(container_of(root, p, mounts) for p in manifest.listed(TENSORRT))

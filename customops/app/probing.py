@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from customops.errors import CustomopsError
+from customops.frameworks import ONNXRUNTIME
 from customops.probe.groups import ProbeSettings
 from customops.triton.container import Container
 
@@ -20,7 +21,7 @@ def probe_settings(container: Container, python: str | None, onnxruntime: str | 
     files (its target) are where TensorRT's own plugin library is found, to probe its built-in plugins."""
     runtime = onnxruntime
     if runtime is None and container.target is not None and container.target.is_live:
-        found = sorted(Path(container.backend_dir, "onnxruntime").glob("libonnxruntime.so*"))
+        found = sorted(Path(container.backend_dir, ONNXRUNTIME.backend).glob(f"{ONNXRUNTIME.c_api}.so*"))
         runtime = str(found[0]) if found else None
     if python and not os.access(python, os.X_OK):
         raise CustomopsError(f"--probe-python {python}: not an executable file")

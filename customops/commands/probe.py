@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from customops.frameworks import PROBE_ORDER
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="load libraries for real, each in an isolated child process",
@@ -15,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
     p.add_argument("--together", action="store_true",
                    help="load them in order into one process (duplicate registrations show there)")
-    p.add_argument("--framework", choices=("none", "torch", "tensorflow", "onnxruntime", "tensorrt"),
+    p.add_argument("--framework", choices=("none", *(f.probe for f in PROBE_ORDER)),
                    default="none", help="load as that framework loads op libraries and list what its registry "
                    "gained; tensorrt: against customops' stand-in for libnvinfer, built with the machine's C++ "
                    "compiler, listing the plugin creators as namespace::name/version (default: a plain dlopen)")

@@ -32,6 +32,7 @@ from enum import Enum
 
 from customops.elf.demangle import demangle
 from customops.elf.records import ElfInfo
+from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
 
 TORCH_BLOCK = re.compile(r"\b(STABLE_)?TORCH_LIBRARY(?:_(FRAGMENT|IMPL))?_(?:static_)?init_(\w+)")
 # An op schema as torch parses it (FunctionSchema): [ns::]name[.overload](arguments) -> returns
@@ -43,6 +44,9 @@ CLASSIC_DEFINES = b"5torch7Library4_def"  # torch::Library::_def: a refused sche
 TORCH_DEFINES = (CLASSIC_DEFINES, b"aoti_torch_library_def", b"torch_library_def_with_tags")
 STABLE_SHIMS = (b"aoti_torch_library_init_def", b"aoti_torch_library_init_fragment", b"aoti_torch_library_init_impl")
 TRT_PLUGIN_EXPORTS = (b"getCreators", b"getPluginCreators", b"setLoggerFinder")
+# References to TensorFlow's op registry that mark an op library (any symbol containing one)
+TF_REGISTERS = (b"OpDefBuilderWrapper", b"10tensorflow11OpRegistry", b"10tensorflow10RegisterOp")
+ORT_ENTRY_POINTS = frozenset(e.encode() for e in ONNXRUNTIME.entry_points)  # what ONNX Runtime dlsym()s
 # The text of torch's check of a stable def() call: STABLE_TORCH_ERROR_CODE_CHECK and TORCH_ERROR_CODE_CHECK pass
 # the call's source (#call) to the function that throws; StableLibrary::def has it from torch 2.13's headers on
 STABLE_DEF_CHECK = re.compile(rb"\b(?:aoti_torch_library_def|torch_library_def_with_tags)\(")
@@ -59,7 +63,7 @@ class RefusedDef(Enum):
 
 @dataclass(frozen=True)
 class Registration:
-    framework: str  # torch | onnxruntime | tensorrt | tensorflow
+    framework: str  # the framework's probe name (customops.frameworks): torch | onnxruntime | tensorrt | tensorflow
     kind: str  # namespace | fragment | impl | custom-ops | plugin-library | op-library
     name: str  # the namespace for Torch; "" where the name cannot be known statically
     library: str
@@ -96,18 +100,17 @@ def static_registrations(info: ElfInfo, local_names: list[bytes]) -> list[Regist
             name = re.sub(r"_\d+$", "", name)  # the per-translation-unit counter
         if kind == "impl":
             name = name.rsplit("_", 1)[0]  # the dispatch key (CPU, Meta, ...) has no underscore
-        torch[(kind, name)] = Registration("torch", kind, name, info.path, "exact", "symtab", api)
+        torch[(kind, name)] = Registration(PYTORCH.probe, kind, name, info.path, "exact", "symtab", api)
     found += torch.values()
     symbols = info.symbols
     exported = set(symbols.names(symbols.exported_mask.nonzero()[0]))
     imported = set(symbols.names(symbols.undefined_mask.nonzero()[0]))
-    if b"RegisterCustomOps" in exported:
-        found.append(Registration("onnxruntime", "custom-ops", "", info.path, "exact"))
+    if exported >= ORT_ENTRY_POINTS:
+        found.append(Registration(ONNXRUNTIME.probe, "custom-ops", "", info.path, "exact"))
     if b"getPluginRegistry" in imported or exported & set(TRT_PLUGIN_EXPORTS):
-        found.append(Registration("tensorrt", "plugin-library", "", info.path, "inferred"))
-    if any(b"OpDefBuilderWrapper" in n or b"10tensorflow11OpRegistry" in n or b"10tensorflow10RegisterOp" in n
-           for n in imported):
-        found.append(Registration("tensorflow", "op-library", "", info.path, "inferred"))
+        found.append(Registration(TENSORRT.probe, "plugin-library", "", info.path, "inferred"))
+    if any(marker in n for n in imported for marker in TF_REGISTERS):
+        found.append(Registration(TENSORFLOW.probe, "op-library", "", info.path, "inferred"))
     return found
 
 
@@ -127,8 +130,8 @@ def torch_op_library(info: ElfInfo, strings: Sequence[bytes]) -> list[Registrati
     blocks = tuple(kind for shim, kind in kinds if shim in imported)
     found = []
     if any(marker in name for name in imported for marker in TORCH_DEFINES):
-        found.append(Registration("torch", "op-library", "", path, "inferred", "dynsym", api, blocks))
-        found += [Registration("torch", "schema", f"{ns}::{op}" if ns else op, path, "inferred", "rodata", api)
+        found.append(Registration(PYTORCH.probe, "op-library", "", path, "inferred", "dynsym", api, blocks))
+        found += [Registration(PYTORCH.probe, "schema", f"{ns}::{op}" if ns else op, path, "inferred", "rodata", api)
                   for ns, op in torch_schemas(strings)]
     return found
 

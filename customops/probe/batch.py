@@ -16,6 +16,7 @@ import os
 import sys
 
 from customops.errors import printable
+from customops.frameworks import TENSORRT
 from customops.probe import sandbox
 from customops.probe.frameworks import LOADER, probe_group, runtime_files, settled_runtime, unavailable
 from customops.probe.reported import Reported
@@ -28,7 +29,7 @@ def probe_groups(groups: tuple[tuple[str, ...], ...], python: str | None = None,
                  memory_mb: int = 4096, framework: str = "none", runtime: str | None = None) -> tuple[Results, ...]:
     """probe_group's results for each group, from one sandbox that imports the framework once. TensorRT's probe
     (against customops' stand-in, which imports nothing) and a single group go through probe_group."""
-    if len(groups) < 2 or framework == "tensorrt":
+    if len(groups) < 2 or framework == TENSORRT.probe:
         return tuple(probe_group(group, python, timeout, memory_mb, framework, runtime) for group in groups)
     paths = tuple(tuple(os.path.abspath(lib) for lib in group) for group in groups)
     python = python or sys.executable

@@ -19,6 +19,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, TENSORFLOW, TENSORRT
 from customops.inspect import protowire
 from customops.probe import sandbox
 from customops.probe.reported import Reported, tagged
@@ -37,7 +38,7 @@ LOADER = Path(__file__).with_name("child_load.py").read_text() + _following(Path
     "child_forks.py")) + WIRE
 TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text() + WIRE
 # The framework library a probe may load its op libraries with instead of the Python package (the container's).
-C_API_LIBRARY = {"onnxruntime": "libonnxruntime", "tensorflow": "libtensorflow_cc", "torch": "libtorch_cpu"}
+C_API_LIBRARY = {f.probe: f.c_api for f in DESCRIPTORS if f.probe and f.c_api and f is not TENSORRT}
 UNAVAILABLE_EXIT = 3  # the scripts' exit status when the framework cannot be imported (their UNAVAILABLE_EXIT)
 
 
@@ -75,7 +76,7 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     nonce and forge what the loader reports; a library that only prints the protocol, or writes it to
     every descriptor, cannot. A loader that reported every library loaded but did not finish cleanly (a
     crash, a timeout, an exit) has the last one reported as that, not as loaded."""
-    if framework == "tensorrt":  # no framework in `python`: a recording stand-in for libnvinfer (its own module)
+    if framework == TENSORRT.probe:  # no framework in `python`: a recording stand-in for libnvinfer (its own module)
         # imported here: it reads ELF files (numpy), which the system python probing as uid 65534 has not
         from customops.probe import tensorrt_standin
 
@@ -92,7 +93,7 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
 
 def settled_runtime(framework: str, runtime: str | None, python: str) -> tuple[str | None, str | None]:
     """The C-API library the loader loads the framework with (None: the Python package), or why there is none."""
-    if framework == "onnxruntime" and runtime is None:
+    if framework == ONNXRUNTIME.probe and runtime is None:
         runtime = onnxruntime_library(python)
         if runtime is None:
             return None, f"{python} has no onnxruntime package with a libonnxruntime.so"
@@ -116,8 +117,7 @@ def unavailable(run: sandbox.Run, timeout: float, paths: tuple[str, ...], python
 def runtime_files(runtime: str) -> tuple[str, ...]:
     """The C-API library and the framework library it needs beside it (TensorFlow's), which the loader reads."""
     name = os.path.basename(runtime)
-    beside = "libtensorflow_framework.so.2" if name.startswith("libtensorflow_cc") else (
-        "libc10.so" if name.startswith("libtorch_cpu") else None)
+    beside = next((f.c_api_needs for f in DESCRIPTORS if f.c_api and f.c_api_needs and name.startswith(f.c_api)), None)
     return (runtime, os.path.join(os.path.dirname(runtime), beside)) if beside else (runtime,)
 
 
@@ -136,8 +136,8 @@ def package_file(python: str, package: str) -> str | None:
 
 def onnxruntime_library(python: str) -> str | None:
     """The C-API library inside `python`'s onnxruntime package, found without importing the package."""
-    init = package_file(python, "onnxruntime")
-    found = sorted(glob.glob(os.path.join(os.path.dirname(init), "capi", "libonnxruntime.so*"))) if init else []
+    init = package_file(python, ONNXRUNTIME.probe)
+    found = sorted(glob.glob(os.path.join(os.path.dirname(init), "capi", f"{ONNXRUNTIME.c_api}.so*"))) if init else []
     return found[0] if found else None
 
 
@@ -153,7 +153,7 @@ def tensorflow_ops(libraries: tuple[str, ...], python: str | None = None, timeou
     if run.error is not None:
         return f"listing TensorFlow's ops failed: the probe's sandbox failed: {run.error}"
     if (unavailable := tagged(run.messages, "UNAVAILABLE")) is not None and run.exit_status == UNAVAILABLE_EXIT:
-        return f"{python} cannot load {runtime or 'tensorflow'}: {unavailable}"
+        return f"{python} cannot load {runtime or TENSORFLOW.probe}: {unavailable}"
     ops = frozenset(name for m in run.messages if m[0] == "OPS" for name in m[1:])
     if not run.finished or not ops:
         return f"listing TensorFlow's ops failed ({'timeout' if run.timed_out else f'status {run.exit_status}'})"

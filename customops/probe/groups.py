@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from customops import cachedir
-from customops.probe.frameworks import onnxruntime_library, package_file, probe_group, tensorflow_ops
+from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, PROBE_ORDER, PYTORCH, TENSORFLOW, TENSORRT, probed_as
+from customops.probe.frameworks import C_API_LIBRARY, onnxruntime_library, package_file, probe_group, tensorflow_ops
 from customops.probe.results import FAILURES, PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
 from customops.triton.plan import LoadPlan, LoadStep
 
@@ -24,9 +25,7 @@ if TYPE_CHECKING:
     from customops.linker.target import LinkerTarget
 
 TENSORFLOW_REGISTRY_SHAPE = {"ops": [str], "version": str, "libraries": [str]}
-FRAMEWORK_OF_LOADER = {"pytorch": "torch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime",
-                       "tensorrt": "tensorrt"}
-CONTAINER_FRAMEWORK = {"torch": "pytorch", "tensorflow": "tensorflow", "onnxruntime": "onnxruntime"}
+FRAMEWORK_OF_LOADER = {f.backend: f.probe for f in DESCRIPTORS if f.probe}  # a step's loader: the framework probed
 
 
 @dataclass(frozen=True)
@@ -81,19 +80,19 @@ class ProbedGroup:
 
 def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]:
     """(framework, model, steps in load order) for every registry the plan's op libraries meet in."""
-    process: dict[str, list[LoadStep]] = {"torch": [], "tensorflow": [], "tensorrt": []}
-    sessions: dict[str, list[LoadStep]] = {}
+    process: dict[str, list[LoadStep]] = {f.probe: [] for f in PROBE_ORDER if not f.probe_per_model}
+    sessions: dict[tuple[str, str], list[LoadStep]] = {}  # (framework, model): one registry per model's session
     for step in (*plan.preloads, *plan.dlopens):
         framework = FRAMEWORK_OF_LOADER.get(step.loader)
         if framework is None or step.purpose == "backend library" or not os.path.isfile(step.source):
             continue
-        if framework == "onnxruntime":
-            sessions.setdefault(step.model or "", []).append(step)  # the same file twice is a conflict there
+        if framework not in process:
+            sessions.setdefault((framework, step.model or ""), []).append(step)  # the same file twice conflicts there
         elif step.path not in {s.path for s in process[framework]}:  # dlopen of a loaded path: same handle
             process[framework].append(step)
     found: list[tuple[str, str | None, tuple[LoadStep, ...]]] = [
         (framework, None, tuple(steps)) for framework, steps in process.items() if steps]
-    found += [("onnxruntime", model, tuple(steps)) for model, steps in sessions.items()]
+    found += [(framework, model, tuple(steps)) for (framework, model), steps in sessions.items()]
     return found
 
 
@@ -104,7 +103,7 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     for framework, model, steps in groups(plan):
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
         sources = tuple(s.source for s in steps)
-        if framework == "tensorrt":
+        if framework == TENSORRT.probe:
             probed.append(_tensorrt_group(steps, settings, plan))
             continue
         group, passed_over = None, ""
@@ -121,9 +120,9 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
             if runtime is not None and runtime == container_library(plan, framework):
                 passed_over = f"the container's {os.path.basename(runtime)} did not load here: {group.unavailable}"
         assert group is not None
-        if framework == "torch" and (libtorch := container_library(plan, "torch")) is not None:
+        if framework == PYTORCH.probe and (libtorch := container_library(plan, framework)) is not None:
             failed = [r.library for r in group.alone if r.status in FAILURES]
-            group = replace(group, container=tuple(cached_results(settings, "torch", libtorch, libtorch, (f,))[0]
+            group = replace(group, container=tuple(cached_results(settings, framework, libtorch, libtorch, (f,))[0]
                                                    for f in failed))
         probed.append(group)
     return probed
@@ -139,17 +138,18 @@ def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings, plan: 
     from customops.probe.tensorrt_standin import SOURCE
 
     sources = tuple(s.source for s in steps)
-    own = tensorrt_library(plan, settings, sources, "libnvinfer")  # its registry answers, where it loads here
+    framework = TENSORRT.probe
+    own = tensorrt_library(plan, settings, sources, TENSORRT.c_api)  # its registry answers, where it loads here
     registry = own[1] if isinstance(own, tuple) else None
     identity = registry or str(SOURCE)
-    alone = tuple(cached_results(settings, "tensorrt", None, identity, (source,), registry)[0] for source in sources)
-    found = tensorrt_library(plan, settings, sources, "libnvinfer_plugin")
+    alone = tuple(cached_results(settings, framework, None, identity, (source,), registry)[0] for source in sources)
+    found = tensorrt_library(plan, settings, sources, TENSORRT.own_plugins)
     if isinstance(found, str):
-        together = cached_results(settings, "tensorrt", None, identity, sources, registry) if len(sources) > 1 \
+        together = cached_results(settings, framework, None, identity, sources, registry) if len(sources) > 1 \
             else alone
-        return ProbedGroup("tensorrt", None, steps, None, alone, together, builtin=BuiltinPlugins("", None, found))
-    *probed, builtin = cached_results(settings, "tensorrt", found[1], identity, sources, registry)
-    return ProbedGroup("tensorrt", None, steps, None, alone, tuple(probed),
+        return ProbedGroup(framework, None, steps, None, alone, together, builtin=BuiltinPlugins("", None, found))
+    *probed, builtin = cached_results(settings, framework, found[1], identity, sources, registry)
+    return ProbedGroup(framework, None, steps, None, alone, tuple(probed),
                        builtin=BuiltinPlugins(found[0], builtin))
 
 
@@ -173,7 +173,7 @@ def tensorrt_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str
         return "no container root to find it in" if target is None else "the plugin libraries need no libnvinfer"
     name = f"{stem}.so.{major}"
     backend = next((s for s in plan.dlopens if s.purpose == "backend library"
-                    and os.path.basename(s.source) == "libtriton_tensorrt.so"), None)
+                    and os.path.basename(s.source) == TENSORRT.backend_library), None)
     loader = (backend.path, backend.source) if backend else (SERVER, target.host_path(SERVER))
     if loader[1] is None:
         return f"neither the TensorRT backend nor {SERVER} is in the container to find {name} from"
@@ -194,27 +194,26 @@ def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[st
     ONNX Runtime: the library in it). --probe-onnxruntime, when given, is the only ONNX Runtime. Torch is
     probed with `python`'s package, which lists what each library registers (the container's libtorch only
     gives a second verdict on the libraries that failed: ProbedGroup.container)."""
-    if framework == "torch":
+    if framework == PYTORCH.probe:
         return [None]
-    if framework == "onnxruntime" and settings.onnxruntime_library is not None:
+    if framework == ONNXRUNTIME.probe and settings.onnxruntime_library is not None:
         return [settings.onnxruntime_library]
     found: list[str | None] = [library for library in (container_library(plan, framework),) if library]
-    if framework == "onnxruntime":
+    if framework == ONNXRUNTIME.probe:
         found.append(onnxruntime_library(settings.python) or None)
-    elif framework == "tensorflow":
+    elif framework == TENSORFLOW.probe:
         found.append(None)
     return found or [None]
 
 
 def container_library(plan: LoadPlan, framework: str) -> str | None:
     """The container's C-API library of `framework` (a host path), beside the backend library the plan loads."""
-    stems = {"onnxruntime": ("onnxruntime", "libonnxruntime.so"), "tensorflow": ("tensorflow", "libtensorflow_cc.so"),
-             "torch": ("pytorch", "libtorch_cpu.so")}
-    if framework not in stems:
+    described = probed_as(framework)
+    if described is None or framework not in C_API_LIBRARY:
         return None
-    backend, stem = stems[framework]
+    stem = f"{C_API_LIBRARY[framework]}.so"
     for step in (*plan.preloads, *plan.dlopens):
-        if step.purpose == "backend library" and os.path.basename(step.source) == f"libtriton_{backend}.so":
+        if step.purpose == "backend library" and os.path.basename(step.source) == described.backend_library:
             folder = os.path.dirname(step.source)
             paths = [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
             found = [p for p in paths if os.path.basename(p).startswith(stem) and os.path.isfile(p)
@@ -275,17 +274,17 @@ def cached_results(settings: ProbeSettings, framework: str, runtime: str | None,
     """The results of probing `sources` together: from the cache when an entry of exactly the right shape
     is there for these very libraries (a cache entry is untrusted input), else from a probe, then stored.
     TensorRT: `runtime` is the container's libnvinfer_plugin, `registry` its libnvinfer (also `identity`)."""
-    builtin = (runtime,) if framework == "tensorrt" and runtime else ()  # TensorRT's own plugin library, last
+    builtin = (runtime,) if framework == TENSORRT.probe and runtime else ()  # TensorRT's own plugin library, last
     kind = framework
-    if framework == "tensorrt":  # the results depend on customops' stand-in and how it is built
+    if framework == TENSORRT.probe:  # the results depend on customops' stand-in and how it is built
         from customops.probe.tensorrt_standin import recipe_digest
 
-        kind = f"tensorrt-{recipe_digest()}"
+        kind = f"{framework}-{recipe_digest()}"
     key = cache_key(settings, kind, identity, (*sources, *builtin))
     hit = _cached(settings, key, (*sources, *builtin))
     if hit is not None:
         return hit
-    if framework == "tensorrt":  # the stand-in is built into the check's cache directory, or none
+    if framework == TENSORRT.probe:  # the stand-in is built into the check's cache directory, or none
         from customops.probe.tensorrt_standin import probe_plugins
 
         results = tuple(p.result for p in probe_plugins(sources, settings.python, settings.timeout,
@@ -313,14 +312,15 @@ class TensorflowRegistry:
 
 def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRegistry | str:
     """The registry, or why it could not be probed."""
-    steps = next((steps for framework, _, steps in groups(plan) if framework == "tensorflow"), ())
+    framework = TENSORFLOW.probe
+    steps = next((steps for name, _, steps in groups(plan) if name == framework), ())
     sources = tuple(s.source for s in steps)
-    found: tuple[frozenset[str], str] | str = f"{settings.python} has no tensorflow package"
-    for runtime in runtimes(plan, settings, "tensorflow"):  # the container's libtensorflow_cc.so.2, then python's
-        identity = runtime or package_file(settings.python, "tensorflow")
+    found: tuple[frozenset[str], str] | str = f"{settings.python} has no {framework} package"
+    for runtime in runtimes(plan, settings, framework):  # the container's libtensorflow_cc.so.2, then python's
+        identity = runtime or package_file(settings.python, framework)
         if identity is None:
             continue
-        key = cache_key(settings, "tensorflow-ops", identity, sources)
+        key = cache_key(settings, f"{framework}-ops", identity, sources)
         hit = cachedir.load_result(settings.cache_dir, "probes", key, TENSORFLOW_REGISTRY_SHAPE) if key else None
         if hit is not None:
             return TensorflowRegistry(frozenset(hit["ops"]), hit["version"], tuple(hit["libraries"]))

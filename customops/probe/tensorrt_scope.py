@@ -16,12 +16,13 @@ import sys
 from customops.elf.cache import ElfReader
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError
+from customops.frameworks import TENSORRT
 from customops.linker.linkmap import LinkMap
 from customops.linker.search import LibrarySearch, LoadFailed
 from customops.linker.target import live_target
 from customops.linker.types import Environment
 
-NEEDED = re.compile(r"libnvinfer\.so\.(\d+)")
+NEEDED = re.compile(re.escape(TENSORRT.c_api) + r"\.so\.(\d+)")  # libnvinfer.so.N
 SONAME = re.compile(r"[A-Za-z0-9_.+-]+")  # a file name a placeholder can carry as its SONAME
 SCOPE_LIMIT = 512  # libraries read at most: a hostile dependency graph cannot make the plan unbounded
 

@@ -44,6 +44,7 @@ from customops.elf.cache import ElfReader
 from customops.elf.constants import STB_GLOBAL, STT_FUNC, STT_NOTYPE, STT_OBJECT
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError
+from customops.frameworks import TENSORRT
 from customops.probe import sandbox
 from customops.probe.reported import Reported
 from customops.probe.results import ProbeResult, ProbeStatus
@@ -294,7 +295,7 @@ class _StandIn:
             self.sources[f"placeholder-{i}.map"] = _version_script(versions)
             self.sonames[f"placeholder-{i}.so"] = file
         self.major, self.cache_dir, self.use_cache = plan.major, cache_dir, use_cache
-        self.files = (f"libnvinfer.so.{plan.major}", STUBS, *self.sonames)
+        self.files = (f"{TENSORRT.c_api}.so.{plan.major}", STUBS, *self.sonames)
         self.directory = ""
         self.error: str | None = None
         self.temporary: str | None = None

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from customops.codes import CODES, Code, Severity
 from customops.findings import Finding
+from customops.frameworks import VERSIONED
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
 from customops.report.summary import relative, summary_line
@@ -156,9 +157,8 @@ def _facts(facts) -> list[str]:
     if facts.absent_backends:
         lines.append("absent backends " + ", ".join(facts.absent_backends))
     versions = [value if value.startswith(label) else f"{label} {value}" for label, value in (
-        ("TensorRT", facts.tensorrt), ("ONNX Runtime", facts.onnxruntime), ("TensorFlow", facts.tensorflow),
-        ("PyTorch", facts.pytorch), ("CUDA", facts.cuda), ("GLIBC", facts.glibc), ("GLIBCXX", facts.glibcxx),
-        ("CXXABI", facts.cxxabi)) if value]
+        *((f.label, facts.version_of(f.backend)) for f in VERSIONED), ("CUDA", facts.cuda), ("GLIBC", facts.glibc),
+        ("GLIBCXX", facts.glibcxx), ("CXXABI", facts.cxxabi)) if value]
     if versions:
         lines.append(", ".join(versions))
     if facts.missing:

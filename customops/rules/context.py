@@ -14,6 +14,7 @@ from typing import TypedDict
 from customops.elf.cache import ElfReader
 from customops.errors import ElfError
 from customops.findings import Related
+from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
 from customops.inspect import files, protobuf_descriptors
 from customops.inspect.onnxmodel import model_ops
 from customops.inspect.protobuf_descriptors import DescriptorFacts
@@ -125,7 +126,7 @@ def _refused_defs(registrations: Mapping[str, tuple[Registration, ...]], reader:
     another build defining the same schemas, aborts the server or loads."""
     found = {}
     for path, registered in registrations.items():
-        if not any(r.framework == "torch" and r.kind == "op-library" for r in registered):
+        if not any(r.framework == PYTORCH.probe and r.kind == "op-library" for r in registered):
             continue
         try:
             refusal = refused_def(reader.read(path), files.readonly_strings(path, STABLE_DEF_TEXT))
@@ -152,12 +153,13 @@ def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context
     container = triton.container
     target = container.target
     assert target is not None
-    calls = {m.model_file("model.pt"): frozenset(files.torchscript_ops(m.model_file("model.pt")))
-             for m in models if m.backend == "pytorch" and m.versions}
-    used = {path: ops for m in models if m.backend == "onnxruntime" and m.versions and not m.op_libraries
-            if (ops := files.onnx_ops(path := m.model_file("model.onnx"))) is not None}
-    needles = {"pytorch": {f"{ns}::".encode() for found in calls.values() for ns, _ in found},
-               "onnxruntime": {b"\0" + d.encode() + b"\0" for ops, local in used.values() for d, _ in ops - local
+    torchscript = PYTORCH.model_file
+    calls = {m.model_file(torchscript): frozenset(files.torchscript_ops(m.model_file(torchscript)))
+             for m in models if m.backend == PYTORCH.backend and m.versions}
+    used = {path: ops for m in models if m.backend == ONNXRUNTIME.backend and m.versions and not m.op_libraries
+            if (ops := files.onnx_ops(path := m.model_file(ONNXRUNTIME.model_file))) is not None}
+    needles = {PYTORCH.backend: {f"{ns}::".encode() for found in calls.values() for ns, _ in found},
+               ONNXRUNTIME.backend: {b"\0" + d.encode() + b"\0" for ops, local in used.values() for d, _ in ops - local
                                if d not in ("", "ai.onnx")}}
     frameworks = {}
     for name, wanted in needles.items():
@@ -182,27 +184,27 @@ def probed(groups: Sequence[ProbedGroup], tensorflow: TensorflowRegistry | str |
     """What --probe observed, with what customops.rules.probed then reads of the models: the ops of each ONNX
     model probed with its op libraries, of each TorchScript model (with a Torch group), of each TensorFlow model
     (with TensorFlow's registry), and the custom domains each probed ONNX Runtime library names itself."""
-    available = [g for g in groups if g.framework != "tensorrt" and not g.unavailable]
-    onnx_models = {g.model for g in available if g.framework == "onnxruntime"}
-    torch = any(g.framework == "torch" for g in available)
+    available = [g for g in groups if g.framework != TENSORRT.probe and not g.unavailable]
+    onnx_models = {g.model for g in available if g.framework == ONNXRUNTIME.probe}
+    torch = any(g.framework == PYTORCH.probe for g in available)
     onnx: dict[str, ModelOps | None] = {}
     calls: dict[str, frozenset[tuple[str, str]]] = {}
     tensorflow_ops: dict[str, set[str] | None] = {}
     for model in models:
         if not model.versions:
             continue
-        if model.backend == "onnxruntime" and model.name in onnx_models:
-            path = model.model_file("model.onnx")
+        if model.backend == ONNXRUNTIME.backend and model.name in onnx_models:
+            path = model.model_file(ONNXRUNTIME.model_file)
             onnx[path] = files.read_or_none(model_ops, path)
-        elif model.backend == "pytorch" and torch:
-            path = model.model_file("model.pt")
+        elif model.backend == PYTORCH.backend and torch:
+            path = model.model_file(PYTORCH.model_file)
             calls[path] = frozenset(files.torchscript_ops(path))
-        elif model.backend == "tensorflow" and isinstance(tensorflow, TensorflowRegistry):
-            path = model.model_file("model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel")
+        elif model.backend == TENSORFLOW.backend and isinstance(tensorflow, TensorflowRegistry):
+            path = model.model_file(TENSORFLOW.file_for(model.platform))
             tensorflow_ops[path] = files.read_or_none(tf_model_ops, path)
     needles = {b"\0" + d.encode() + b"\0": d for found in onnx.values() if found is not None
                for d, _op in found[0] - found[1] if d not in ("", "ai.onnx")}
-    runtimes = sorted({g.runtime for g in available if g.framework == "onnxruntime" and g.runtime})
+    runtimes = sorted({g.runtime for g in available if g.framework == ONNXRUNTIME.probe and g.runtime})
     built_in = {r: frozenset(needles[n] for n in files.mentions([r], needles)) for r in runtimes} if needles else {}
     return Probes(tuple(groups), tensorflow, onnx, calls, tensorflow_ops, built_in)
 

@@ -9,6 +9,7 @@ import stat
 from customops.codes import Code
 from customops.emitters import emits
 from customops.findings import Finding
+from customops.frameworks import PYTHON
 from customops.rules.context import RuleContext
 from customops.triton.manifest import CONTROL
 
@@ -45,7 +46,7 @@ def unusable_preloads(ctx: RuleContext) -> list[Finding]:
 def preload_reaches_stubs(ctx: RuleContext) -> list[Finding]:
     """LD_PRELOAD while the server starts Python backend stubs, which inherit it."""
     plan = ctx.plan
-    python_models = [m.name for m in ctx.models if m.backend == "python" or "libtriton_python.so" in " ".join(
+    python_models = [m.name for m in ctx.models if m.backend == PYTHON.backend or PYTHON.backend_library in " ".join(
         s.path for s in plan.dlopens if s.model == m.name)]
     if not (plan.preloads and python_models):
         return []

@@ -16,6 +16,7 @@ from customops.elf.demangle import demangle
 from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding, amended
+from customops.frameworks import ONNXRUNTIME, TENSORRT
 from customops.linker.types import (
     NOT_LOADABLE,
     Binding,
@@ -144,9 +145,9 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
             continue
         if step.purpose == "backend library":
             findings.append(missing_entry_point(step, call))
-        elif call.symbol == "RegisterCustomOps":
+        elif call.symbol in ONNXRUNTIME.entry_points:
             findings.append(missing_register_custom_ops(step, call))
-    if step.loader == "tensorrt" and step.purpose == "plugin library" and findings:
+    if step.loader == TENSORRT.backend and step.purpose == "plugin library" and findings:
         findings = [_trt_logged(f) for f in findings]
     return findings
 
@@ -199,7 +200,8 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
     failure = outcome.failure
     if failure is not None and failure.kind == FailureKind.MISSING_VERSION:
         name, provider = failure.version or "", failure.name
-        emit = onnxruntime_api_newer if name.startswith("VERS_") and "onnxruntime" in provider else version_missing
+        onnxruntime = name.startswith("VERS_") and ONNXRUNTIME.backend in provider
+        emit = onnxruntime_api_newer if onnxruntime else version_missing
         return emit(f"{_what(step)} needs version {name}, which {provider} does not define", version=name,
                     predicted=message, **_about(step))
     if outcome.unresolved:

@@ -22,7 +22,8 @@ from typing import Any
 from customops.codes import Code, Severity
 from customops.emitters import emits
 from customops.findings import Finding, amended
-from customops.probe.groups import CONTAINER_FRAMEWORK, ProbedGroup, TensorflowRegistry
+from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT, probed_as
+from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.probe.results import FAILURES, ProbeStatus
 from customops.rules import probed_tensorrt
 from customops.rules.context import Probes, RuleContext
@@ -40,11 +41,11 @@ def check(ctx: RuleContext) -> list[Finding]:
     observed: list[Finding] = []
     if isinstance(probes.tensorflow, TensorflowRegistry):
         observed += _unregistered_tensorflow(probes.tensorflow, ctx.models, probes)
-    frameworks = [g for g in probes.groups if g.framework != "tensorrt"]  # TensorRT: a stand-in, not a framework
+    frameworks = [g for g in probes.groups if g.framework != TENSORRT.probe]  # TensorRT: a stand-in, not a framework
     for group in probes.groups:
         if group.unavailable:
             continue
-        if group.framework == "tensorrt":
+        if group.framework == TENSORRT.probe:
             observed += probed_tensorrt.check(group)
         else:
             observed += _failures(group, _other_version(group, ctx.triton)) + _shadowed(group)
@@ -62,7 +63,7 @@ def notes(probes: Probes) -> list[str]:
         if why := group.unavailable:
             found.append(f"not probed: {why}")
             continue
-        if group.framework == "tensorrt":
+        if group.framework == TENSORRT.probe:
             how = "TensorRT's other entry points are stubs" if group.version.startswith("TensorRT's own") else \
                 "a recording registry; TensorRT itself is not loaded"
             found.append(f"probed {len(group.steps)} TensorRT plugin librar{'y' if len(group.steps) == 1 else 'ies'} "
@@ -72,7 +73,7 @@ def notes(probes: Probes) -> list[str]:
         where = f" for model '{group.model}'" if group.model else ""
         found.append(f"probed {len(group.steps)} {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'}"
                      f"{where} with {group.framework} {group.version}"
-                     + (f" ({group.runtime})" if group.runtime and group.framework == "tensorflow" else "")
+                     + (f" ({group.runtime})" if group.runtime and group.framework == TENSORFLOW.probe else "")
                      + (f" ({group.passed_over})" if group.passed_over else ""))
     return found
 
@@ -81,9 +82,15 @@ def _label(group: ProbedGroup) -> str:
     return f"{group.framework} {group.version}".strip()
 
 
+def _backend(group: ProbedGroup) -> str:
+    """The Triton backend of the group's framework, which the container's facts name its version by."""
+    framework = probed_as(group.framework)
+    return framework.backend if framework else group.framework
+
+
 def _other_version(group: ProbedGroup, ctx: Context) -> str | None:
     """The container's version of the group's framework when the probe's framework is another one (CO507)."""
-    expected = getattr(ctx.container.facts, CONTAINER_FRAMEWORK[group.framework], None)
+    expected = ctx.container.facts.version_of(_backend(group))
     probed = group.version.split("+")[0]
     if not expected or not probed or probed.split(".")[:len(expected.split("."))] == expected.split("."):
         return None
@@ -135,7 +142,7 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
 
 def _shadowed(group: ProbedGroup) -> list[Finding]:
     """TensorFlow: a library's ops that an earlier library registered are silently dropped, the first wins."""
-    if group.framework != "tensorflow":
+    if group.framework != TENSORFLOW.probe:
         return []
     found = []
     members = group.members()
@@ -178,7 +185,7 @@ def other_versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
             Code.CO507, f"the probes loaded {group.framework} op libraries with {group.framework} {group.version}; "
                         f"the container ships {expected}: what they register and how they fail may differ",
             version=group.version,
-            evidence=(f"container: {CONTAINER_FRAMEWORK[group.framework]} {expected}",
+            evidence=(f"container: {_backend(group)} {expected}",
                       f"probed with: {group.framework} {group.version}"
                       + (f" ({group.runtime})" if group.runtime else " (the probe interpreter's package)"),
                       *([group.passed_over] if group.passed_over else []),
@@ -189,13 +196,13 @@ def other_versions(groups: list[ProbedGroup], ctx: Context) -> list[Finding]:
 
 def _unregistered(groups: list[ProbedGroup], models, probes: Probes) -> list[Finding]:
     found = []
-    by_model = {g.model: g for g in groups if g.framework == "onnxruntime" and not g.unavailable}
-    torch = next((g for g in groups if g.framework == "torch" and not g.unavailable), None)
+    by_model = {g.model: g for g in groups if g.framework == ONNXRUNTIME.probe and not g.unavailable}
+    torch = next((g for g in groups if g.framework == PYTORCH.probe and not g.unavailable), None)
     for model in models:
         if not model.versions:
             continue
-        if model.backend == "onnxruntime" and (group := by_model.get(model.name)):
-            path = model.model_file("model.onnx")
+        if model.backend == ONNXRUNTIME.backend and (group := by_model.get(model.name)):
+            path = model.model_file(ONNXRUNTIME.model_file)
             ops = probes.onnx_ops.get(path)
             if ops is None:
                 continue
@@ -211,8 +218,8 @@ def _unregistered(groups: list[ProbedGroup], models, probes: Probes) -> list[Fin
                     evidence=(f"{path} uses {', '.join(missing)}",
                               f"probe ({_label(group)}): its op libraries register "
                               f"{len(registered)} op(s), not these")))
-        elif model.backend == "pytorch" and torch is not None:
-            archive = model.model_file("model.pt")
+        elif model.backend == PYTORCH.backend and torch is not None:
+            archive = model.model_file(PYTORCH.model_file)
             schemas = {name for r in torch.alone for name in r.registered}
             namespaces = {name.split("::")[0] for name in schemas} - {
                 ns for r in torch.alone for ns in r.builtin_namespaces}
@@ -235,9 +242,9 @@ def _unregistered_tensorflow(registry: TensorflowRegistry, models, probes: Probe
     libraries loaded: loading the model fails."""
     found = []
     for model in models:
-        if model.backend != "tensorflow" or not model.versions:
+        if model.backend != TENSORFLOW.backend or not model.versions:
             continue
-        path = model.model_file("model.graphdef" if model.platform == "tensorflow_graphdef" else "model.savedmodel")
+        path = model.model_file(TENSORFLOW.file_for(model.platform))
         ops = probes.tensorflow_ops.get(path)
         if ops is None:
             continue  # absent or unreadable: the backend's own error, reported elsewhere

@@ -1,7 +1,6 @@
 """CO406 and CO408: what the op libraries register, against each other and against what the models use.
 
-CO406, two libraries one server process loads register the same thing; what happens is the framework's
-own rule:
+CO406, two libraries one server process loads register the same thing; what happens is the framework's rule:
 - Torch: a second TORCH_LIBRARY for a namespace aborts the process inside dlopen (FRAGMENT and IMPL blocks
   are fine), a second STABLE_TORCH_LIBRARY crashes it (the stable shim's error is ignored, the library handle
   stays null): predicted from the `.symtab` namespaces. A schema defined twice is refused ("Tried to register
@@ -32,10 +31,12 @@ from typing import Any
 from customops.codes import Code, Severity
 from customops.emitters import emits
 from customops.findings import Finding
+from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
 from customops.inspect.registrations import RefusedDef, Registration
 from customops.rules.context import RuleContext, again
 from customops.triton.plan import LoadStep
 
+TORCH = PYTORCH.probe  # what Torch registrations are registered with
 NEEDS_PREDICTION = False
 OVERRIDDEN = "Overriding a previously registered kernel for the same operator and the same dispatch key"  # torch's
 
@@ -94,11 +95,11 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
     whole C string literals, all readable), when it defines the schema of an op called there. Nothing is
     claimed while a stripped op library's schemas may be incomplete (torch::Library's, which g++ may build
     from immediates) or are not readable at all."""
-    framework = ctx.files.frameworks.get("pytorch")
+    framework = ctx.files.frameworks.get(PYTORCH.backend)
     if framework is None:
         return []  # the framework's own libraries are needed to tell built-in namespaces from missing ones
     registered = {r.name for found in registrations.values() for r in found
-                  if r.framework == "torch" and r.kind in ("namespace", "fragment")}
+                  if r.framework == TORCH and r.kind in ("namespace", "fragment")}
     schemas: set[tuple[str, str]] = set()  # (namespace or "" where not readable, op without overload)
     for found in registrations.values():
         library = _op_library(found)
@@ -106,16 +107,16 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
             continue
         known, unknown = _namespaced_ops(found)
         registered |= {ns for ns, _ in known}  # a schema defined in a namespace registers the namespace
-        if any(r.source == "symtab" for r in found if r.framework == "torch"):
+        if any(r.source == "symtab" for r in found if r.framework == TORCH):
             continue
         if library.api != "stable" or not _schemas(found):
             return []  # stripped, its schemas not all readable: it may register any namespace
         schemas |= {(ns, op.split(".")[0]) for ns, op in known} | {("", op.split(".")[0]) for op in unknown}
     findings = []
     for model in ctx.models:
-        if model.backend != "pytorch" or not model.versions:
+        if model.backend != PYTORCH.backend or not model.versions:
             continue
-        archive = model.model_file("model.pt")
+        archive = model.model_file(PYTORCH.model_file)
         calls = ctx.files.torchscript_calls.get(archive, frozenset())
         for namespace in sorted({ns for ns, _ in calls} - registered):
             if not framework.has_libraries or f"{namespace}::".encode() in framework.found:
@@ -140,14 +141,14 @@ def _unregistered_onnx_domains(ctx: RuleContext) -> list[Finding]:
     occur as a string in the container's ORT libraries) and that is not a function of the model itself,
     while the model loads no custom-op library: creating the session fails. With op libraries listed, what
     they register is not readable statically (`customops probe`), so nothing is claimed."""
-    framework = ctx.files.frameworks.get("onnxruntime")
+    framework = ctx.files.frameworks.get(ONNXRUNTIME.backend)
     if framework is None or not framework.has_libraries:
         return []
     findings = []
     for model in ctx.models:
-        if model.backend != "onnxruntime" or not model.versions or model.op_libraries:
+        if model.backend != ONNXRUNTIME.backend or not model.versions or model.op_libraries:
             continue
-        path = model.model_file("model.onnx")
+        path = model.model_file(ONNXRUNTIME.model_file)
         ops = ctx.files.onnx_ops.get(path)
         if ops is None:
             continue  # absent or unreadable: ONNX Runtime's to report
@@ -173,7 +174,7 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
     owners: dict[str, list[LoadStep]] = defaultdict(list)
     for step in steps:
         for r in registrations[step]:
-            if r.framework == "torch" and r.kind == "namespace" and step not in owners[r.name]:
+            if r.framework == TORCH and r.kind == "namespace" and step not in owners[r.name]:
                 owners[r.name].append(step)
     findings = []
     for namespace, defining in sorted(owners.items()):
@@ -199,23 +200,23 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
 
 
 def _api(found: tuple[Registration, ...], namespace: str) -> str:
-    return next((r.api for r in found if r.framework == "torch" and r.kind == "namespace" and r.name == namespace),
+    return next((r.api for r in found if r.framework == TORCH and r.kind == "namespace" and r.name == namespace),
                 "")
 
 
 def _op_library(found: tuple[Registration, ...]) -> Registration | None:
     """The library's mark as a Torch op library that defines schemas (imports the def API)."""
-    return next((r for r in found if r.framework == "torch" and r.kind == "op-library"), None)
+    return next((r for r in found if r.framework == TORCH and r.kind == "op-library"), None)
 
 
 def _schemas(found: tuple[Registration, ...]) -> list[str]:
-    return [r.name for r in found if r.framework == "torch" and r.kind == "schema"]
+    return [r.name for r in found if r.framework == TORCH and r.kind == "schema"]
 
 
 def _blocks(found: tuple[Registration, ...]) -> set[str]:
     """The kinds of Torch blocks a library may have: exact from `.symtab`, else bounded by its imported stable
     shims; empty when unknown (a stripped library using torch::Library)."""
-    exact = {r.kind for r in found if r.framework == "torch" and r.kind in ("namespace", "fragment", "impl")}
+    exact = {r.kind for r in found if r.framework == TORCH and r.kind in ("namespace", "fragment", "impl")}
     library = _op_library(found)
     return exact or set(library.blocks if library else ())
 
@@ -245,9 +246,9 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
         if schemas:
             evidence.append("schemas it defines (read from its strings): " + ", ".join(schemas[:10])
                             + (" ..." if len(schemas) > 10 else ""))
-        if not any(r.source == "symtab" for r in found if r.framework == "torch"):
+        if not any(r.source == "symtab" for r in found if r.framework == TORCH):
             evidence.append("its namespaces are not readable (no .symtab); its imports show it defines schemas")
-        if refusal is not None and any(r.api == "stable" for r in found if r.framework == "torch"):
+        if refusal is not None and any(r.api == "stable" for r in found if r.framework == TORCH):
             evidence.append(_refusal_evidence(refusal))
         how, predicted, severity = _copy_fate(found, refusal)
         findings.append(duplicate_registration(
@@ -261,7 +262,7 @@ def _copy_fate(found: tuple[Registration, ...], refusal: RefusedDef | None) -> t
     """What a copy's registrations do the second time (how, torch's message, the severity if not the code's):
     torch refuses its namespaces and schemas and takes its kernels in place of the first copy's, with a warning;
     whether the refusals kill the server is the library's own doing (_survives)."""
-    blocks, stable = _blocks(found), any(r.api == "stable" for r in found if r.framework == "torch")
+    blocks, stable = _blocks(found), any(r.api == "stable" for r in found if r.framework == TORCH)
     if _survives(found, refusal):
         return ("torch refuses its schemas the second time, which this build ignores, and takes its kernels in place "
                 "of the first copy's (the same code): the server loads, with a warning", OVERRIDDEN, Severity.INFO)
@@ -283,7 +284,7 @@ def _survives(found: tuple[Registration, ...], refusal: RefusedDef | None) -> bo
     """Whether loading the library goes on when torch refuses its schema definitions: its `.symtab` shows only
     stable-ABI fragment and kernel blocks (StableLibrary's; a refused STABLE_TORCH_LIBRARY namespace leaves a null
     handle that its first def() crashes on) and its def() does not check the shim's error code."""
-    blocks = [r for r in found if r.framework == "torch" and r.source == "symtab"]
+    blocks = [r for r in found if r.framework == TORCH and r.source == "symtab"]
     return (refusal is RefusedDef.IGNORED and bool(blocks) and all(r.api == "stable" for r in blocks)
             and not any(r.kind == "namespace" for r in blocks))
 
@@ -298,7 +299,7 @@ def _refusal_evidence(refusal: RefusedDef) -> str:
 def _namespaced_ops(found: tuple[Registration, ...]) -> tuple[set[tuple[str, str]], set[str]]:
     """((namespace, op) of each schema whose namespace is known, ops whose namespace is not): the namespace
     from the schema, else the one namespace its `.symtab` blocks define or extend."""
-    namespaces = {r.name for r in found if r.framework == "torch" and r.kind in ("namespace", "fragment")}
+    namespaces = {r.name for r in found if r.framework == TORCH and r.kind in ("namespace", "fragment")}
     known: set[tuple[str, str]] = set()
     unknown: set[str] = set()
     for name in _schemas(found):
@@ -379,17 +380,17 @@ def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> lis
             continue
         frameworks = {r.framework for s in copies for r in registrations[s]}
         first, second = copies[0], copies[1]
-        if loader == "tensorflow" and "tensorflow" in frameworks and first.path != second.path:
+        if loader == TENSORFLOW.backend and TENSORFLOW.probe in frameworks and first.path != second.path:
             findings.append(duplicate_registration(
                 f"{second.path} is a copy of {first.path}: TensorFlow silently drops the ops it registers "
                 "again; the models share the first copy's ops", severity=Severity.WARNING,
                 **again(first, second), evidence=(f"same content as {first.path}",)))
-        elif loader == "onnxruntime" and first.model == second.model:
+        elif loader == ONNXRUNTIME.backend and first.model == second.model:
             findings.append(duplicate_registration(
                 f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
                 "creating its session fails", **again(first, second),
                 predicted="Domain already set in registry"))
-        elif loader == "tensorrt" and "tensorrt" in frameworks:
+        elif loader == TENSORRT.backend and TENSORRT.probe in frameworks:
             findings.append(duplicate_registration(
                 f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
                 "library's win", **again(first, second),

@@ -16,6 +16,7 @@ from customops.elf.summary import version_key, version_maxima
 from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding
+from customops.frameworks import TENSORRT
 from customops.rules.context import RuleContext
 
 NEEDS_PREDICTION = True
@@ -89,8 +90,9 @@ def major_mismatches(info, facts) -> list[Mismatch]:
         if not match:
             continue
         stem, major = match.group("stem"), match.group("major")
-        if stem == "libnvinfer" and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
-            found.append(Mismatch(needed, Code.CO501, f"TensorRT {major}", f"TensorRT {facts.tensorrt}"))
+        if stem == TENSORRT.version_stem and facts.tensorrt and facts.tensorrt.split(".")[0] != major:
+            found.append(Mismatch(needed, Code.CO501, f"{TENSORRT.label} {major}",
+                                  f"{TENSORRT.label} {facts.tensorrt}"))
         if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
             found.append(Mismatch(needed, Code.CO502, f"CUDA {major}", f"CUDA {facts.cuda}"))
     return found

@@ -12,31 +12,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from enum import Enum
 
+from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, OPENVINO, PYTHON, PYTORCH, TENSORFLOW, TENSORRT, Framework
 from customops.triton.modelconfig import did_you_mean
 from customops.triton.release_rules import TODAY, RepositoryRules
 
-
-class BackendType(Enum):
-    """GetBackendType / GetBackendTypeFromPlatform: UNKNOWN takes any platform."""
-
-    UNKNOWN = "unknown"
-    TENSORFLOW = "tensorflow"
-    TENSORRT = "tensorrt"
-    ONNXRUNTIME = "onnxruntime"
-    PYTORCH = "pytorch"  # BACKEND_TYPE_TORCHAOTI is BACKEND_TYPE_PYTORCH too (4): "pytorch" serves torch_aoti
-
-
-PLATFORM_TYPE = {"tensorflow_graphdef": BackendType.TENSORFLOW, "tensorflow_savedmodel": BackendType.TENSORFLOW,
-                 "tensorrt_plan": BackendType.TENSORRT, "onnxruntime_onnx": BackendType.ONNXRUNTIME,
-                 "pytorch_libtorch": BackendType.PYTORCH, "torch_aoti": BackendType.PYTORCH}
-# GetBackendType: the AOTI backend is "pytorch" too
-BACKEND_TYPE = {"tensorflow": BackendType.TENSORFLOW, "tensorrt": BackendType.TENSORRT,
-                "onnxruntime": BackendType.ONNXRUNTIME, "pytorch": BackendType.PYTORCH}
-PLATFORMS = (*PLATFORM_TYPE, "libtorch", "ensemble")  # the platform names the core knows
-SAVEDMODEL, GRAPHDEF, PLAN, ONNX = "model.savedmodel", "model.graphdef", "model.plan", "model.onnx"
-OPENVINO, LIBTORCH, AOTI, PYTHON = "model.xml", "model.pt", "model.pt2", "model.py"
+# GetBackendTypeFromPlatform: the framework serving each platform (BACKEND_TYPE_TORCHAOTI is PyTorch's too)
+PLATFORM_TYPE: dict[str, Framework] = {p.name: f for f in DESCRIPTORS for p in f.platforms}
+# GetBackendType: the framework of a backend name; BACKEND_TYPE_UNKNOWN (not here) takes any platform
+BACKEND_TYPE: dict[str, Framework] = {f.backend: f for f in DESCRIPTORS if f.platforms}
+PLATFORMS = (*PLATFORM_TYPE, *(a for f in DESCRIPTORS for a in f.platform_aliases), "ensemble")  # all the core knows
+GRAPHDEF, SAVEDMODEL = TENSORFLOW.platforms
+(PLAN,) = TENSORRT.platforms
+(ONNX,) = ONNXRUNTIME.platforms
+LIBTORCH, AOTI = PYTORCH.platforms
+(LIBTORCH_ALIAS,) = PYTORCH.platform_aliases
 
 
 @dataclass(frozen=True)
@@ -70,8 +60,8 @@ def served(model_dir: str, name: str, backend: str, platform: str, filename: str
     """AutoCompleteBackendFields (which reads the directory's `name`), then ValidateModelConfig's backend checks
     (whose messages name the config's name, the directory's when it gives none), as the container's release
     (`rules`) has them: before torch_aoti and the libtorch alias, those platforms are unknown names."""
-    unknown = {p for p, known in (("torch_aoti", rules.torch_aoti_platform),
-                                  ("libtorch", rules.libtorch_platform_alias)) if not known}
+    unknown = {p for p, known in ((AOTI.name, rules.torch_aoti_platform),
+                                  (LIBTORCH_ALIAS, rules.libtorch_platform_alias)) if not known}
     completed = _autocomplete(_look(model_dir), name, backend, platform, filename, rules)
     return completed if completed.problem else _validate(config_name or name, completed, unknown)
 
@@ -93,44 +83,34 @@ def _look(model_dir: str) -> _Look:
 def _autocomplete(look: _Look, name: str, backend: str, platform: str, filename: str,
                   rules: RepositoryRules) -> Served:
     guess = not platform and not filename and bool(look.path)  # "nothing given, and a directory to look at"
-    if not platform and backend in ("", "tensorflow"):
-        if filename == SAVEDMODEL or (not filename and look.has_dir(SAVEDMODEL)):
-            platform = "tensorflow_savedmodel"
-        if filename == GRAPHDEF or (not filename and look.has_file(GRAPHDEF)):
-            platform = "tensorflow_graphdef"
-    if platform in ("tensorflow_savedmodel", "tensorflow_graphdef"):
-        named = SAVEDMODEL if platform == "tensorflow_savedmodel" else GRAPHDEF
-        return Served(backend or "tensorflow", platform, filename or named)
-    if not backend and (platform == "tensorrt_plan" or filename == PLAN or (guess and look.has_file(PLAN))):
-        backend = "tensorrt"
-    if backend == "tensorrt":
-        return Served(backend, platform or "tensorrt_plan", filename or PLAN)
-    if not backend and (platform == "onnxruntime_onnx" or filename == ONNX or (guess and ONNX in look.contents)):
-        backend = "onnxruntime"
-    if backend == "onnxruntime":
-        return Served(backend, platform or "onnxruntime_onnx", filename or ONNX)
-    if not backend and (filename == OPENVINO or (guess and OPENVINO in look.contents)):
-        backend = "openvino"
-    if backend == "openvino":
-        return Served(backend, platform, filename or OPENVINO)
+    if not platform and backend in ("", TENSORFLOW.backend):
+        if filename == SAVEDMODEL.model_file or (not filename and look.has_dir(SAVEDMODEL.model_file)):
+            platform = SAVEDMODEL.name
+        if filename == GRAPHDEF.model_file or (not filename and look.has_file(GRAPHDEF.model_file)):
+            platform = GRAPHDEF.name
+    if platform in (SAVEDMODEL.name, GRAPHDEF.name):
+        named = SAVEDMODEL if platform == SAVEDMODEL.name else GRAPHDEF
+        return Served(backend or TENSORFLOW.backend, platform, filename or named.model_file)
+    for framework, given in ((TENSORRT, PLAN), (ONNXRUNTIME, ONNX)):  # TensorRT only on a file, ONNX on any entry
+        seen = look.has_file(given.model_file) if framework is TENSORRT else given.model_file in look.contents
+        if not backend and (platform == given.name or filename == given.model_file or (guess and seen)):
+            backend = framework.backend
+        if backend == framework.backend:
+            return Served(backend, platform or given.name, filename or given.model_file)
+    if not backend and (filename == OPENVINO.model_file or (guess and OPENVINO.model_file in look.contents)):
+        backend = OPENVINO.backend
+    if backend == OPENVINO.backend:
+        return Served(backend, platform, filename or OPENVINO.model_file)
     if not backend:
-        aoti = rules.torch_aoti_platform
-        platforms = ("pytorch_libtorch", *(("libtorch",) if rules.libtorch_platform_alias else ()),
-                     *(("torch_aoti",) if aoti else ()))
-        if platform in platforms or filename in (LIBTORCH, *((AOTI,) if aoti else ())):
-            backend = "pytorch"
-        elif guess and LIBTORCH in look.contents:  # a model.pt directory settles it too: nothing is chosen
-            backend, platform = ("pytorch", "pytorch_libtorch") if look.has_file(LIBTORCH) else ("", "")
-        elif guess and aoti and look.has_file(AOTI):
-            backend, platform = "pytorch", "torch_aoti"
-    if backend == "pytorch":
+        backend, platform = _pytorch(look, platform, filename, guess, rules)
+    if backend == PYTORCH.backend:
         if not platform:
-            return Served(backend, "pytorch_libtorch", filename or LIBTORCH)
-        return Served(backend, platform, filename or (AOTI if platform == "torch_aoti" else ""))
-    if not backend and (filename == PYTHON or (guess and PYTHON in look.contents)):
-        backend = "python"
-    if backend == "python":
-        return Served(backend, platform, filename or PYTHON)
+            return Served(backend, LIBTORCH.name, filename or LIBTORCH.model_file)
+        return Served(backend, platform, filename or (AOTI.model_file if platform == AOTI.name else ""))
+    if not backend and (filename == PYTHON.model_file or (guess and PYTHON.model_file in look.contents)):
+        backend = PYTHON.backend
+    if backend == PYTHON.backend:
+        return Served(backend, platform, filename or PYTHON.model_file)
     if not backend and not platform and not filename:
         if "." not in name:
             return Served("", "", "", f"Invalid model name: Could not determine backend for model '{name}' with no "
@@ -142,10 +122,25 @@ def _autocomplete(look: _Look, name: str, backend: str, platform: str, filename:
     return Served(backend, platform, filename)
 
 
+def _pytorch(look: _Look, platform: str, filename: str, guess: bool, rules: RepositoryRules) -> tuple[str, str]:
+    """(backend, platform) when no backend is given: PyTorch's where the platform or file says so (the platforms
+    and files the container's release knows), else none."""
+    aoti = rules.torch_aoti_platform
+    platforms = (LIBTORCH.name, *((LIBTORCH_ALIAS,) if rules.libtorch_platform_alias else ()),
+                 *((AOTI.name,) if aoti else ()))
+    if platform in platforms or filename in (LIBTORCH.model_file, *((AOTI.model_file,) if aoti else ())):
+        return PYTORCH.backend, platform
+    if guess and LIBTORCH.model_file in look.contents:  # a model.pt directory settles it too: nothing is chosen
+        return (PYTORCH.backend, LIBTORCH.name) if look.has_file(LIBTORCH.model_file) else ("", "")
+    if guess and aoti and look.has_file(AOTI.model_file):
+        return PYTORCH.backend, AOTI.name
+    return "", platform
+
+
 def _validate(name: str, served: Served, unknown: set[str]) -> Served:
     """`unknown`: platform names the container's release does not know yet."""
     backend, platform = served.backend, served.platform
-    types = {p: t for p, t in PLATFORM_TYPE.items() if p not in unknown}
+    types = {p: f for p, f in PLATFORM_TYPE.items() if p not in unknown}
     problem = ""
     if not backend and platform != "ensemble":
         problem = f"unexpected platform type '{platform}' for {name}"
@@ -153,7 +148,6 @@ def _validate(name: str, served: Served, unknown: set[str]) -> Served:
         return Served(backend, platform, served.default_model_filename, problem, suggestion=suggestion)
     if backend and platform == "ensemble":
         problem = f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type"
-    elif BACKEND_TYPE.get(backend, BackendType.UNKNOWN) not in (
-            BackendType.UNKNOWN, types.get(platform, BackendType.UNKNOWN)):
+    elif (framework := BACKEND_TYPE.get(backend)) is not None and framework != types.get(platform):
         problem = f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}"
     return Served(backend, platform, served.default_model_filename, problem)

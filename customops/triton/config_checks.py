@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from customops.frameworks import DESCRIPTORS
+
 # backends that complete a model's inputs and outputs from the model file before the core checks them
-COMPLETING_BACKENDS = frozenset({"tensorflow", "tensorrt", "onnxruntime", "pytorch", "openvino", "python"})
+COMPLETING_BACKENDS = frozenset(f.backend for f in DESCRIPTORS if f.completes_io)
 
 
 def first_problem(config: Any, name: str, backend: str) -> str | None:

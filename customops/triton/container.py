@@ -11,12 +11,13 @@ import os
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from customops import packagedata, safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_X, PT_LOAD
 from customops.errors import InputError
+from customops.frameworks import PYTORCH, TENSORFLOW, VERSIONED, Framework, named
 from customops.linker.target import LinkerTarget, live_target, target_for_root
 from customops.triton.serverargs import (  # noqa: F401  (SERVER, SERVER_CWD, STAND_IN_HOSTS: imported from here)
     DEFAULT_BACKEND_DIRECTORY,
@@ -38,7 +39,8 @@ class ContainerFacts:
     triton_version: str | None = None
     backends: tuple[str, ...] = ()  # present in the backend directory (empty when unknown)
     absent_backends: tuple[str, ...] = ()  # known to be absent (from the release table)
-    tensorrt: str | None = None  # version, e.g. "10.7.0" or a major "10"
+    # each framework's version (customops.frameworks.VERSIONED, a field each, in its order), e.g. "10.7.0" or "10"
+    tensorrt: str | None = None
     onnxruntime: str | None = None
     tensorflow: str | None = None
     pytorch: str | None = None
@@ -48,6 +50,11 @@ class ContainerFacts:
     cxxabi: str | None = None
     source: str = "root"  # root | profile | release
     missing: tuple[str, ...] = ()  # checks that need the container's files and cannot run
+
+    def version_of(self, backend: str) -> str | None:
+        """The version of the framework whose Triton backend is `backend` (None: unknown, or not a framework)."""
+        framework = named(backend)
+        return getattr(self, framework.backend) if framework in VERSIONED else None
 
 
 @dataclass(frozen=True)
@@ -87,29 +94,7 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
                             if os.path.isdir(os.path.join(backends_host, d)))) if backends_host else ()
     version_file = host(f"{TRITON_HOME}/TRITON_VERSION")
     triton_version = _read_text(version_file) if version_file else None
-
-    def versioned(directory: str, stem: str) -> str | None:
-        """The version in a library's file name (libonnxruntime.so.1.20.1 -> 1.20.1), highest first."""
-        folder = host(directory)
-        if not folder or not os.path.isdir(folder):
-            return None
-        found = []
-        for name in os.listdir(folder):
-            match = re.fullmatch(re.escape(stem) + r"\.so\.(\d+(?:\.\d+)*)", name)
-            if match:
-                found.append(tuple(int(p) for p in match.group(1).split(".")))
-        return ".".join(map(str, max(found))) if found else None
-
-    system_and_backends = [*target.system_dirs, f"{backend_dir}/tensorrt", f"{backend_dir}/onnxruntime",
-                           f"{backend_dir}/tensorflow", f"{backend_dir}/pytorch", "/usr/local/cuda/lib64"]
-
-    def first_version(stem: str) -> str | None:
-        for directory in system_and_backends:
-            version = versioned(directory, stem)
-            if version:
-                return version
-        return None
-
+    libraries = _Libraries(target, backend_dir)
     glibc = glibcxx = cxxabi = None
     for soname, families in (("libc.so.6", ("GLIBC",)), ("libstdc++.so.6", ("GLIBCXX", "CXXABI"))):
         path = target.cache.lookup(soname, target.machine, target.elf_class) if target.cache else None
@@ -122,18 +107,56 @@ def read_facts(target: LinkerTarget, backend_dir: str, reader: ElfReader) -> Con
             glibc = maxima.get("GLIBC")
         else:
             glibcxx, cxxabi = maxima.get("GLIBCXX"), maxima.get("CXXABI")
-    tensorflow = (framework_version(reader, host(f"{backend_dir}/tensorflow/libtensorflow_cc.so.2"), tensorflow_version)
-                  or versioned(f"{backend_dir}/tensorflow", "libtensorflow_framework"))  # the exact one, else the major
-    return ContainerFacts(
+    versions: dict[str, Any] = {f.backend: _version(f, libraries, reader) for f in VERSIONED}  # its field: its value
+    return replace(ContainerFacts(
         triton_version=triton_version,
         backends=backends,
-        tensorrt=first_version("libnvinfer"),
-        onnxruntime=versioned(f"{backend_dir}/onnxruntime", "libonnxruntime"),
-        tensorflow=tensorflow,
-        pytorch=framework_version(reader, host(f"{backend_dir}/pytorch/libtorch_cpu.so"), torch_version),
-        cuda=first_version("libcudart"),
+        cuda=libraries.first_version("libcudart"),
         glibc=glibc, glibcxx=glibcxx, cxxabi=cxxabi,
-    )
+    ), **versions)
+
+
+@dataclass(frozen=True)
+class _Libraries:
+    """The versions in the file names of a container's libraries."""
+
+    target: LinkerTarget
+    backend_dir: str
+
+    def versioned(self, directory: str, stem: str) -> str | None:
+        """The version in a library's file name (libonnxruntime.so.1.20.1 -> 1.20.1), highest first."""
+        folder = self.target.host_path(directory)
+        if not folder or not os.path.isdir(folder):
+            return None
+        found = []
+        for name in os.listdir(folder):
+            match = re.fullmatch(re.escape(stem) + r"\.so\.(\d+(?:\.\d+)*)", name)
+            if match:
+                found.append(tuple(int(p) for p in match.group(1).split(".")))
+        return ".".join(map(str, max(found))) if found else None
+
+    def first_version(self, stem: str) -> str | None:
+        """The version of the first directory holding it: the system's, every framework backend's, CUDA's."""
+        for directory in (*self.target.system_dirs, *(f"{self.backend_dir}/{f.backend}" for f in VERSIONED),
+                          "/usr/local/cuda/lib64"):
+            version = self.versioned(directory, stem)
+            if version:
+                return version
+        return None
+
+
+def _version(framework: Framework, libraries: _Libraries, reader: ElfReader) -> str | None:
+    """A framework's version: the exact one its library's bytes tell, else the one in its library's file names."""
+    directory = f"{libraries.backend_dir}/{framework.backend}"
+    if framework.version_exact and (exact := framework_version(
+            reader, libraries.target.host_path(f"{directory}/{framework.version_exact}"),
+            EXACT_VERSION[framework.backend])):
+        return exact
+    if not framework.version_stem:
+        return None
+    if framework.version_anywhere:
+        return libraries.first_version(framework.version_stem)
+    return libraries.versioned(directory, framework.version_stem)
 
 
 VERSION = re.compile(rb"\d+\.\d+\.\d+[0-9A-Za-z.+-]{0,40}")  # a release, with a pre-release or local part
@@ -210,6 +233,11 @@ def torch_version(info: ElfInfo, data: Any) -> str | None:
     return None
 
 
+# how a framework library's bytes tell its exact version, for each framework whose descriptor names one
+EXACT_VERSION: dict[str, Callable[[ElfInfo, Any], str | None]] = {TENSORFLOW.backend: tensorflow_version,
+                                                                   PYTORCH.backend: torch_version}
+
+
 def _read_text(path: str) -> str | None:
     try:
         return safeio.read_text(path, safeio.SMALL_TEXT_LIMIT, errors="replace").strip() or None
@@ -236,13 +264,12 @@ def from_release(release: str) -> Container:
         known = ", ".join(sorted(table["releases"]))
         raise InputError(release, f"unknown Triton release (the built-in table knows {known})")
     row = table["releases"][release]
-    facts = ContainerFacts(triton_version=row.get("server"),
-                           absent_backends=() if row.get("tensorflow_backend") else ("tensorflow",),
-                           tensorrt=row.get("tensorrt"), onnxruntime=row.get("onnxruntime"),
-                           pytorch=row.get("pytorch"), cuda=row.get("cuda"), glibc=row.get("glibc"),
+    facts = ContainerFacts(triton_version=row.get("server"),  # the table says which releases ship TensorFlow's
+                           absent_backends=() if row.get(f"{TENSORFLOW.backend}_backend") else (TENSORFLOW.backend,),
+                           cuda=row.get("cuda"), glibc=row.get("glibc"),
                            source="release", missing=("loading and symbol resolution (needs the container's "
                                                       "libraries: use --container-root or a profile)",))
-    return Container(facts, None)
+    return Container(replace(facts, **{f.backend: row.get(f.backend) for f in VERSIONED}), None)
 
 
 def write_profile(container: Container, path: str, server_args: tuple[str, ...] = (), image: str | None = None

@@ -35,6 +35,7 @@ from customops.codes import Code, Severity
 from customops.comments import uncommented
 from customops.emitters import emits
 from customops.errors import InputError, printable
+from customops.frameworks import MANIFEST_ORDER, Framework
 from customops.selection import parse_selectors
 
 if sys.version_info >= (3, 11):
@@ -59,10 +60,8 @@ class Ignore:
 @dataclass(frozen=True)
 class Manifest:
     path: str | None
-    trt_plugins: tuple[str, ...] = ()
-    trt_load: str = "backend-config"
-    pytorch_ops: tuple[str, ...] = ()
-    tensorflow_preload: tuple[str, ...] = ()
+    libraries: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (a framework's entry "[pytorch] ops", its paths)
+    loads: tuple[tuple[str, str], ...] = ()  # (table, its `load`) of a framework with a --backend-config setting
     host_preload: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
     ignore: tuple[Ignore, ...] = ()  # the tables of [check] ignore: suppressions
@@ -75,15 +74,25 @@ class Manifest:
     def directory(self) -> str | None:
         return os.path.dirname(self.path) if self.path else None
 
+    def listed(self, framework: Framework) -> tuple[str, ...]:
+        """The libraries the framework's entry lists, as resolved (none where it has no entry)."""
+        entry = framework.manifest.entry if framework.manifest else None
+        return next((paths for key, paths in self.libraries if key == entry), ())
+
+    def load(self, framework: Framework) -> str:
+        """How the libraries of a framework with a --backend-config setting reach it: "backend-config" (that
+        setting, the default) or "preload"."""
+        table = framework.manifest.table if framework.manifest else None
+        return next((load for key, load in self.loads if key == table), "backend-config")
+
     def as_written(self, key: str, path: str) -> str:
         """The value of the `key` entry ("[pytorch] ops") that resolved to `path`, as the manifest wrote it."""
         return next((w for k, p, w in self.written if k == key and p == path), path)
 
 
-SCHEMA: dict[str, dict[str, type]] = {
-    "tensorrt": {"plugins": list, "load": str},
-    "pytorch": {"ops": list},
-    "tensorflow": {"preload": list},
+SCHEMA: dict[str, dict[str, type]] = {  # a framework's table: its entry, and `load` where it has a setting
+    **{f.manifest.table: {f.manifest.key: list, **({"load": str} if f.plugins else {})}
+       for f in MANIFEST_ORDER if f.manifest},
     "host": {"preload": list},
     "check": {"fail-on": str, "select": list, "ignore": list, "profile": str},
 }
@@ -201,9 +210,11 @@ class _Reader:
 
     def manifest(self, text: str) -> Manifest:
         self.check_shape()
-        load = self.data.get("tensorrt", {}).get("load", "backend-config")
-        if load not in ("backend-config", "preload"):
-            raise self.fail(f"[tensorrt] load must be \"backend-config\" or \"preload\", not {load!r}")
+        loads = tuple((f.manifest.table, self.data.get(f.manifest.table, {}).get("load", "backend-config"))
+                      for f in MANIFEST_ORDER if f.manifest and f.plugins)
+        for table, load in loads:
+            if load not in ("backend-config", "preload"):
+                raise self.fail(f"[{table}] load must be \"backend-config\" or \"preload\", not {load!r}")
         try:
             fail_on = Severity.parse(self.check.get("fail-on", "error"))
         except ValueError as exc:
@@ -213,10 +224,9 @@ class _Reader:
         profile = self.check.get("profile")
         return Manifest(
             path=os.path.abspath(self.path),
-            trt_plugins=self.paths("tensorrt", "plugins"),
-            trt_load=load,
-            pytorch_ops=self.paths("pytorch", "ops"),
-            tensorflow_preload=self.paths("tensorflow", "preload"),
+            libraries=tuple((f.manifest.entry, self.paths(f.manifest.table, f.manifest.key))
+                            for f in MANIFEST_ORDER if f.manifest),
+            loads=loads,
             host_preload=self.paths("host", "preload"),
             written=tuple(self.written),
             fail_on=fail_on,

@@ -17,6 +17,7 @@ from customops.triton.serverargs import SERVER_CWD
 
 if TYPE_CHECKING:  # launch's cached path builds a Context from the manifest alone (customops.app.launch)
     from customops.findings import Finding
+    from customops.frameworks import Framework
     from customops.triton.container import Container
     from customops.triton.manifest import Manifest
 
@@ -185,15 +186,18 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def preloaded(ctx: Context, paths: tuple[str, ...], loader: str, why: str, key: str) -> LoaderResult:
-    """A framework's op libraries preloaded into the server (LD_PRELOAD), with its backend directory on
-    LD_LIBRARY_PATH so that their framework dependencies resolve; `why` says so in search traces; `key`: the
-    manifest entry listing them ("[pytorch] ops")."""
-    if not paths:
+def preloaded(ctx: Context, framework: Framework) -> LoaderResult:
+    """The op libraries the framework's manifest entry lists ("[pytorch] ops"), preloaded into the server
+    (LD_PRELOAD), with its backend directory on LD_LIBRARY_PATH so that their framework dependencies resolve
+    (the entry's `why` says so in search traces)."""
+    paths = ctx.manifest.listed(framework)
+    if not paths or framework.manifest is None:
         return LoaderResult()
-    steps = tuple(LoadStep(ctx.container_path(p), p, loader, "preload", preload=True,
+    key = framework.manifest.entry
+    steps = tuple(LoadStep(ctx.container_path(p), p, framework.backend, "preload", preload=True,
                            written=in_manifest(ctx, key, p)) for p in paths)
-    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{loader}",), library_path_for=why)
+    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{framework.backend}",),
+                        library_path_for=framework.manifest.why)
 
 
 def in_manifest(ctx: Context, key: str, path: str) -> Written | None:

@@ -44,11 +44,12 @@ from customops.elf.constants import (
 from customops.elf.header import program_headers, read_header
 from customops.elf.ranges import loader_ranges
 from customops.errors import ElfError, InputError
+from customops.frameworks import PYTHON
 from customops.triton.profile_schema import SMALL_FILE_LIMIT, Validator
 
 PROFILE_SCHEMA = schemas.PROFILE
 EXTRA_DIRS = ("/opt/tritonserver", "/lib64")
-SMALL_FILES = ("model.py", "TRITON_VERSION")
+SMALL_FILES = (PYTHON.model_file, "TRITON_VERSION")  # a Python-based backend's model.py
 
 
 def _encode(data: bytes) -> str:

@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from customops import safeio
 from customops.errors import InputError, printable
+from customops.frameworks import VERSIONED
 
 MAX_FILE_SIZE = 64 << 30  # the largest libraries of a Triton image are ~2 GB; a sparse skeleton file this big
 MAX_DEPTH = 128  # path components (real containers: < 20)
@@ -23,8 +24,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 TOP_KEYS = {"schema", "facts", "image", "backend_dir", "server", "server_args", "target", "directories", "links",
             "files", "ld_so_cache"}
 REQUIRED_KEYS = {"schema", "facts"}
-VERSION_FACTS = ("triton_version", "tensorrt", "onnxruntime", "tensorflow", "pytorch", "cuda", "glibc", "glibcxx",
-                 "cxxabi")
+VERSION_FACTS = ("triton_version", *(f.backend for f in VERSIONED), "cuda", "glibc", "glibcxx", "cxxabi")
 LIST_FACTS = ("backends", "absent_backends", "missing")
 REPOSITORY_FLAGS = ("--model-repository=", "--model-store=")
 DIRECTORY = "a directory"

@@ -17,6 +17,7 @@ from functools import cache
 
 from customops import packagedata
 from customops.errors import CustomopsError, printable
+from customops.frameworks import TENSORRT
 
 TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIRECTORY = f"{TRITON_HOME}/backends"  # where the server looks without --backend-directory
@@ -213,7 +214,7 @@ def tensorrt_plugins(args: ServerArgs) -> tuple[str, ...]:
     """The libraries `--backend-config=tensorrt,plugins=A;B` makes the TensorRT backend dlopen() at its
     initialisation, in order: the value split at each `;` as tensorrt_backend/src/tensorrt.cc does (an empty
     piece names no file here). `check` and `launch` both read them from here."""
-    setting = args.setting("tensorrt", "plugins")
+    setting = args.setting(TENSORRT.backend, TENSORRT.plugins)
     return tuple(p for p in setting.value.split(";") if p) if setting is not None else ()
 
 
@@ -223,14 +224,15 @@ def with_plugins(args: ServerArgs, plugins: tuple[str, ...]) -> list[str]:
     argv = list(args.argv)
     if not plugins:
         return argv
-    existing = args.setting("tensorrt", "plugins")
+    existing = args.setting(TENSORRT.backend, TENSORRT.plugins)
+    setting = f"{TENSORRT.backend},{TENSORRT.plugins}="
     if existing is None:
-        return [*argv, "--backend-config=tensorrt,plugins=" + ";".join(plugins)]
+        return [*argv, f"--backend-config={setting}" + ";".join(plugins)]
     have = [p for p in existing.value.split(";") if p]
     merged = have + [p for p in plugins if p not in have]
     token = argv[existing.index]
     prefix = token.split("=", 1)[0] + "=" if token.startswith("--") else ""
-    argv[existing.index] = prefix + "tensorrt,plugins=" + ";".join(merged)
+    argv[existing.index] = prefix + setting + ";".join(merged)
     return argv
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from customops.frameworks import Framework
 from customops.triton.loaders import host, onnxruntime, pytorch, tensorflow, tensorrt
 from customops.triton.plan import Context, LoaderResult
 
@@ -23,21 +24,25 @@ ModelLoader = Callable[["Model", Context, str, bool], LoaderResult]  # (model, c
 
 @dataclass(frozen=True)
 class Loader:
-    backend: str | None  # the Triton backend whose models it serves; None: the server process itself
+    framework: Framework | None  # the framework whose backend's models it serves; None: the server process itself
     process: ProcessLoader | None = None  # what the whole process needs before any model loads
     for_model: ModelLoader | None = None  # what the backend loads for one of its models
-    model_operations: bool = False  # the backend loads the op libraries of a model's model_operations
+
+    @property
+    def backend(self) -> str | None:
+        return self.framework.backend if self.framework else None
 
 
 LOADERS = (
     Loader(None, process=host.process),
-    Loader("tensorflow", tensorflow.process, tensorflow.for_model, model_operations=True),
-    Loader("pytorch", pytorch.process),
-    Loader("tensorrt", tensorrt.process, tensorrt.for_model),
-    Loader("onnxruntime", for_model=onnxruntime.for_model, model_operations=True),
+    Loader(tensorflow.FRAMEWORK, tensorflow.process, tensorflow.for_model),
+    Loader(pytorch.FRAMEWORK, pytorch.process),
+    Loader(tensorrt.FRAMEWORK, tensorrt.process, tensorrt.for_model),
+    Loader(onnxruntime.FRAMEWORK, for_model=onnxruntime.for_model),
 )
 FRAMEWORKS = tuple(loader.backend for loader in LOADERS if loader.backend)  # the framework backends modelled
-OP_LIBRARY_BACKENDS = tuple(loader.backend for loader in LOADERS if loader.backend and loader.model_operations)
+OP_LIBRARY_BACKENDS = tuple(loader.framework.backend for loader in LOADERS  # those loading model_operations
+                            if loader.framework and loader.framework.model_operations)
 
 
 def process_wide(ctx: Context) -> list[LoaderResult]:

@@ -17,12 +17,14 @@ from customops import chroot
 from customops.codes import Code
 from customops.emitters import emits
 from customops.findings import Finding
+from customops.frameworks import PYTHON
 from customops.triton.loaders import FRAMEWORKS, OP_LIBRARY_BACKENDS
 from customops.triton.plan import Context, LoaderResult, LoadStep, Written
 from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model
 
-PYTHON_BACKEND = "python"  # the Python backend: its libtriton_python.so also runs the Python-based backends
+PYTHON_BACKEND = PYTHON.backend  # the Python backend: its library also runs the Python-based backends
+PYTHON_LIBRARY, MODEL_PY = PYTHON.backend_library, PYTHON.model_file  # libtriton_python.so, model.py
 
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
 
@@ -52,14 +54,14 @@ def library_for(model: Model, ctx: Context) -> BackendLookup:
     dirs = [d for d in (version_dir, model_dir, f"{backend_dir}/{model.backend}") if d]
     searched: list[str] = []
     unseen: list[str] = []  # candidates in a facts-only container's own directories
-    if model.runtime != "model.py":
+    if model.runtime != MODEL_PY:
         found = _search(dirs, libname, ctx, searched, unseen)
         if found is not None:  # the core checks where a runtime library really lies, not a default-named one
             escape = _escape(model, ctx, libname, found[0]) if model.runtime else None
             return BackendLookup(None if escape else found[1], tuple(searched), escape)
-    python_based = f"{backend_dir}/{model.backend}/model.py"
+    python_based = f"{backend_dir}/{model.backend}/{MODEL_PY}"
     python_based_ok = rules_for(ctx.container.facts.triton_version).python_based_backends  # from 23.10 on
-    if model.runtime == "model.py" or (not model.runtime and python_based_ok and ctx.exists(python_based)):
+    if model.runtime == MODEL_PY or (not model.runtime and python_based_ok and ctx.exists(python_based)):
         return _python_based(model, ctx, dirs, searched)
     if model.runtime:
         predicted = _not_found(libname, model.name, dirs)
@@ -137,15 +139,15 @@ def _python_based(model: Model, ctx: Context, dirs: list[str], searched: list[st
     the backend's model.py must exist too."""
     backend_dir = ctx.container.backend_dir
     directories = (*dirs, f"{backend_dir}/{PYTHON_BACKEND}")
-    found = _search(directories, "libtriton_python.so", ctx, searched, [])
+    found = _search(directories, PYTHON_LIBRARY, ctx, searched, [])
     if found is None:
         if ctx.container.target is None:
             return BackendLookup(None, tuple(searched), unknown=True)
-        message = _not_found("libtriton_python.so", model.name, directories)
+        message = _not_found(PYTHON_LIBRARY, model.name, directories)
         return BackendLookup(None, tuple(searched), backend_not_found(model, message, message))
-    escape = _escape(model, ctx, "libtriton_python.so", found[0])
-    model_py = f"{backend_dir}/{model.backend}/model.py"
-    if escape is None and model.runtime == "model.py" and ctx.visible(model_py) is False:
+    escape = _escape(model, ctx, PYTHON_LIBRARY, found[0])
+    model_py = f"{backend_dir}/{model.backend}/{MODEL_PY}"
+    if escape is None and model.runtime == MODEL_PY and ctx.visible(model_py) is False:
         message = (f"unable to find Python backend based backend library 'model.py' for model '{model.name}', "
                    f"searched: '{model_py}'")
         escape = backend_not_found(model, message, message)

@@ -1,22 +1,23 @@
 """ONNX Runtime backend custom ops (onnxruntime_backend src/onnxruntime.cc).
 
 For every model instance (ORT session) the backend calls RegisterCustomOpsLibrary: dlopen(RTLD_NOW |
-RTLD_LOCAL), then dlsym("RegisterCustomOps"), which must be exported. The backend has no process-wide
-mechanism: op libraries come only from each model's model_operations.
+RTLD_LOCAL), then dlsym("RegisterCustomOps"), which must be exported (the descriptor's entry point). The backend
+has no process-wide mechanism: op libraries come only from each model's model_operations.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from customops.frameworks import ONNXRUNTIME
 from customops.triton.loaders.tensorflow import op_libraries
 from customops.triton.plan import Context, LoaderResult
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
 
-ENTRY_POINT = "RegisterCustomOps"
+FRAMEWORK = ONNXRUNTIME
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
-    return op_libraries(model, ctx, library, "onnxruntime", entry_points=(ENTRY_POINT,))
+    return op_libraries(model, ctx, library, FRAMEWORK)

@@ -4,8 +4,11 @@ on LD_LIBRARY_PATH so that their libtorch dependencies resolve before the backen
 
 from __future__ import annotations
 
+from customops.frameworks import PYTORCH
 from customops.triton.plan import Context, LoaderResult, preloaded
+
+FRAMEWORK = PYTORCH
 
 
 def process(ctx: Context) -> LoaderResult:
-    return preloaded(ctx, ctx.manifest.pytorch_ops, "pytorch", "the PyTorch op libraries", "[pytorch] ops")
+    return preloaded(ctx, FRAMEWORK)

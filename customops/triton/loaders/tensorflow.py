@@ -12,25 +12,27 @@ from typing import TYPE_CHECKING
 
 from customops.codes import Code
 from customops.emitters import emits
+from customops.frameworks import TENSORFLOW, Framework
 from customops.triton.plan import Context, LoaderResult, LoadStep, Written, preloaded
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.findings import Finding
     from customops.triton.repository import Model
 
+FRAMEWORK = TENSORFLOW
+
 
 def process(ctx: Context) -> LoaderResult:
-    return preloaded(ctx, ctx.manifest.tensorflow_preload, "tensorflow", "the TensorFlow preloads",
-                     "[tensorflow] preload")
+    return preloaded(ctx, FRAMEWORK)
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
-    return op_libraries(model, ctx, library, "tensorflow", entry_points=())
+    return op_libraries(model, ctx, library, FRAMEWORK)
 
 
-def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
-                 entry_points: tuple[str, ...]) -> LoaderResult:
-    """model_operations entries, dlopen()ed by the framework inside the backend's process."""
+def op_libraries(model: Model, ctx: Context, backend_library: str, framework: Framework) -> LoaderResult:
+    """model_operations entries, dlopen()ed by the framework inside the backend's process, which then looks up
+    its entry points in each."""
     steps, findings = [], []
     for n, written in enumerate(model.op_libraries):
         if not written.startswith("/"):
@@ -38,8 +40,8 @@ def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
         path = ctx.absolute(written)
         text = Written(model.config_path, written, "op_library_filename", model.op_libraries[:n].count(written)) \
             if model.config_path else None
-        steps.append(LoadStep(path, ctx.source(path), loader, "op library", model=model.name,
-                              entry_points=entry_points, caller=backend_library, written=text))
+        steps.append(LoadStep(path, ctx.source(path), framework.backend, "op library", model=model.name,
+                              entry_points=framework.entry_points, caller=backend_library, written=text))
     return LoaderResult(steps=tuple(steps), findings=tuple(findings))
 
 

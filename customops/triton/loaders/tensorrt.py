@@ -7,24 +7,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from customops.frameworks import TENSORRT
 from customops.triton.plan import Context, LoaderResult, LoadStep, in_manifest
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
 
 
-PLUGINS = "[tensorrt] plugins"  # the manifest entry listing them
+FRAMEWORK = TENSORRT
+PLUGINS = FRAMEWORK.manifest.entry if FRAMEWORK.manifest else ""  # the manifest entry listing them
 
 
 def process(ctx: Context) -> LoaderResult:
     manifest = ctx.manifest
-    paths = manifest.trt_plugins
+    paths = manifest.listed(FRAMEWORK)
     if not paths:
         return LoaderResult()
-    if manifest.trt_load == "preload":
-        return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, "tensorrt", "preload", preload=True,
+    if manifest.load(FRAMEWORK) == "preload":
+        return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, FRAMEWORK.backend, "preload", preload=True,
                                                  written=in_manifest(ctx, PLUGINS, p)) for p in paths))
-    setting = "tensorrt,plugins=" + ";".join(ctx.container_path(p) for p in paths)
+    setting = f"{FRAMEWORK.backend},{FRAMEWORK.plugins}=" + ";".join(ctx.container_path(p) for p in paths)
     return LoaderResult(server_args=(f"--backend-config={setting}",))
 
 
@@ -33,9 +35,9 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
     if not first:
         return LoaderResult()
     manifest = ctx.manifest
-    ours = manifest.trt_plugins if manifest.trt_load == "backend-config" else ()
+    ours = manifest.listed(FRAMEWORK) if manifest.load(FRAMEWORK) == "backend-config" else ()
     written = {ctx.container_path(p): in_manifest(ctx, PLUGINS, p) for p in reversed(ours)}  # the first wins
     paths = dict.fromkeys([*ctx.server_plugins, *(ctx.container_path(p) for p in ours)])
     return LoaderResult(steps=tuple(  # a plugin of the server's command line is written in no text here
-        LoadStep(path, ctx.source(path), "tensorrt", "plugin library", model=model.name, caller=library,
+        LoadStep(path, ctx.source(path), FRAMEWORK.backend, "plugin library", model=model.name, caller=library,
                  written=written.get(path)) for path in paths))
