@@ -9,14 +9,21 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from customops.codes import CODES, Severity
+from customops.textenum import TextEnum
+
+
+class SuppressedBy(TextEnum):
+    """What kind of text suppressed a finding."""
+
+    MANIFEST = "manifest"  # a [check] ignore entry of the manifest
+    CONFIG = "config"  # a `# customops: ignore[...]` comment in a config.pbtxt
 
 
 @dataclass(frozen=True)
 class Suppression:
-    """What suppressed a finding: a [check] ignore entry of the manifest ("manifest") or a
-    `# customops: ignore[...]` comment in a config.pbtxt ("config"), where it is, and its reason."""
+    """What suppressed a finding, where it is, and its reason."""
 
-    source: str
+    suppressed_by: SuppressedBy
     file: str | None
     line: int | None
     reason: str | None = None

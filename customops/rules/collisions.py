@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from customops.elf.constants import SymbolBind, SymbolType
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding, Related
@@ -41,8 +42,8 @@ def check(ctx: RuleContext) -> list[Finding]:
         for loser in binding.losers:
             if loser.object == winner.object:
                 continue
-            strong = winner.binding == "GLOBAL" and loser.binding == "GLOBAL"
-            if winner.type == "OBJECT" == loser.type and winner.size != loser.size and (
+            strong = winner.binding is SymbolBind.GLOBAL and loser.binding is SymbolBind.GLOBAL
+            if winner.type is SymbolType.OBJECT and loser.type is SymbolType.OBJECT and winner.size != loser.size and (
                     winner.object in custom or loser.object in custom) and \
                     (symbol, winner.object, loser.object) not in sizes_reported:
                 sizes_reported.add((symbol, winner.object, loser.object))
@@ -80,7 +81,7 @@ def _pair(code: str, first: str, second: str, names: list[str], custom: dict) ->
         "CO404": f"{first} re-defines {len(names)} symbol(s) of {second}; which copy runs depends on scope order",
         "CO405": f"GNU_UNIQUE symbols of {first} and {second} are merged across RTLD_LOCAL: {shown}",
     }
-    return Finding(code, messages[code], model=model, library=first, file=step.source if step else None,
+    return Finding(code, messages[code], model=model, library=first, file=step.host_path if step else None,
                    symbol=names[0], related=(Related(second),), evidence=(f"winner: {first}", f"loser: {second}",
                                               *(f"symbol: {n}" for n in names[:SHOWN])))
 
@@ -95,14 +96,14 @@ def _same_soname(ctx: RuleContext, custom: dict) -> list[Finding]:
             by_soname[obj.soname][identity(obj.path)] = obj.name
     findings = []
     for path, step in custom.items():
-        soname = _soname_of(step.source, ctx)
+        soname = _soname_of(step.host_path, ctx)
         files = by_soname.get(soname or "", {})
-        others = {name for key, name in files.items() if key != identity(step.source)}
+        others = {name for key, name in files.items() if key != identity(step.host_path)}
         if soname and others:
             findings.append(Finding(
                 "CO407", f"{path} has SONAME {soname}, as a different loaded file does; every DT_NEEDED entry "
                          f"naming {soname} binds to whichever was loaded first", model=step.model, library=path,
-                file=step.source, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others)),
+                file=step.host_path, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others)),
                 related=tuple(Related(p) for p in sorted(others))))
     return findings
 

@@ -31,7 +31,7 @@ def check(ctx: RuleContext) -> list[Finding]:
                        "set-user-ID libraries from the standard directories, by name)")
         if problem:
             findings.append(Finding("CO307", f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
-                                    library=step.path, file=step.source))
+                                    library=step.path, file=step.host_path))
     python_models = [m.name for m in ctx.models if m.backend == "python" or "libtriton_python.so" in " ".join(
         s.path for s in plan.dlopens if s.model == m.name)]
     if plan.preloads and python_models:
@@ -39,7 +39,7 @@ def check(ctx: RuleContext) -> list[Finding]:
         findings.append(Finding(
             "CO602", f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
                      f"{', '.join(sorted(python_models))}",
-            evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].source))
+            evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].host_path))
     return findings + _provenance(ctx) + _writable(ctx)
 
 
@@ -47,7 +47,7 @@ def _writable(ctx: RuleContext) -> list[Finding]:
     """CO601 from the file modes read before the rules ran."""
     findings = []
     for step in ctx.steps:
-        host = step.source
+        host = step.host_path
         for path in (host, os.path.dirname(host)):
             mode = ctx.files.modes.get(path)
             if mode is None:
@@ -55,7 +55,7 @@ def _writable(ctx: RuleContext) -> list[Finding]:
             if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
                 findings.append(Finding("CO601", f"{path} is writable by {'others' if mode & stat.S_IWOTH else 'group'}"
                                                  f" ({stat.filemode(mode)}); whoever can write it runs code in the "
-                                                 "server", model=step.model, library=step.path, file=step.source))
+                                                 "server", model=step.model, library=step.path, file=step.host_path))
     return findings
 
 
@@ -68,11 +68,11 @@ def _provenance(ctx: RuleContext) -> list[Finding]:
     checkouts = tuple(c.rstrip("/") + "/" for c in triton.checkouts)
     findings = []
     for step in ctx.steps:
-        source = os.path.abspath(step.source)
+        source = os.path.abspath(step.host_path)
         if step.path.startswith(trusted) or source.startswith(checkouts) or any(
                 step.path.startswith(c.rstrip("/") + "/") for c, _h in triton.mounts):
             continue
         findings.append(Finding("CO603", f"{step.path} is loaded from outside the model repository and the "
                                          "container's library directories", model=step.model, library=step.path,
-                                file=step.source))
+                                file=step.host_path))
     return findings

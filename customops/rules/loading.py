@@ -22,13 +22,14 @@ from customops.linker.types import (
     Failure,
     FailureKind,
     Search,
+    SearchAttempt,
     StepKind,
     StepOutcome,
     StepStatus,
 )
 from customops.rules.context import RuleContext
 from customops.rules.versions import Mismatch, major_mismatches, version_shortfalls
-from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
 
 SHOWN = 20
 CPYTHON = re.compile(rb"^_?Py[A-Z_]")  # the Python C API's naming: PyModule_Create2, _Py_NoneStruct, Py_BuildValue
@@ -71,7 +72,7 @@ def _from_facts(rules: RuleContext) -> list[Finding]:
     findings: list[Finding] = []
     for step in rules.steps:
         try:
-            info = rules.reader.read(step.source)
+            info = rules.reader.read(step.host_path)
         except ElfError:
             continue
         findings += [Finding(m.code, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
@@ -83,7 +84,7 @@ def _from_facts(rules: RuleContext) -> list[Finding]:
 
 def _mismatches(step: LoadStep, reader: ElfReader, facts) -> list[Mismatch]:
     try:
-        return major_mismatches(reader.read(step.source), facts)
+        return major_mismatches(reader.read(step.host_path), facts)
     except ElfError:
         return []
 
@@ -112,7 +113,7 @@ def _lazy(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
 
 
 def _about(step: LoadStep) -> dict:
-    return {"model": step.model, "library": step.path, "file": step.source}
+    return {"model": step.model, "library": step.path, "file": step.host_path}
 
 
 def _what(step: LoadStep) -> str:
@@ -137,7 +138,7 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
     for call in outcome.calls:
         if call.status == CallStatus.OK:
             continue
-        if step.purpose == "backend library":
+        if step.purpose is Purpose.BACKEND_LIBRARY:
             findings.append(Finding(
                 "CO202", f"backend library {step.path} does not export {call.symbol} (C linkage, default visibility)",
                 symbol=call.symbol,  # core/src/shared_library.cc GetEntrypoint, with dlerror()'s text
@@ -148,7 +149,7 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
                 "CO308", f"op library {step.path} of model '{step.model}' does not export RegisterCustomOps",
                 symbol=call.symbol, predicted=f"Failed to get symbol RegisterCustomOps with error: {step.path}: "
                                               "undefined symbol: RegisterCustomOps", **_about(step)))
-    if step.loader == "tensorrt" and step.purpose == "plugin library" and findings:
+    if step.loader is LoadedBy.TENSORRT and step.purpose is Purpose.PLUGIN_LIBRARY and findings:
         findings = [_trt_logged(f) for f in findings]
     return findings
 
@@ -156,7 +157,8 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
 def _as_the_core_says(step: LoadStep, finding: Finding) -> Finding:
     """A backend library the core cannot dlopen: its message is the core's (shared_library.cc
     OpenLibraryHandle), with dlerror() after its prefix."""
-    if step.purpose != "backend library" or not finding.predicted or finding.predicted.startswith(LOAD_FAILED):
+    if (step.purpose is not Purpose.BACKEND_LIBRARY or not finding.predicted
+            or finding.predicted.startswith(LOAD_FAILED)):
         return finding
     return replace(finding, predicted=LOAD_FAILED + finding.predicted)
 
@@ -277,7 +279,7 @@ def _rebuild_against(step: LoadStep, framework: str, where: str, beside: tuple[s
     pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
     versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
     major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
-    fact = getattr(ctx.container.facts, step.loader, None)
+    fact = getattr(ctx.container.facts, step.loader.value, None)
     version = (f"{major}.{versions[0]}" if versions else
                fact if isinstance(fact, str) and re.fullmatch(r"\d+(\.\d+)+", fact) else None)
     if version:
@@ -357,10 +359,10 @@ def _symbols(bindings: tuple[Binding, ...]) -> tuple[str, ...]:
 def _trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
     """Every path tried, with where the directory came from: an LD_LIBRARY_PATH entry says why launch sets
     it (the plan's reason), since it applies to every library of the server, not only to those it is for."""
-    def source(attempt) -> str:
-        if attempt.source == "LD_LIBRARY_PATH" and plan is not None:
-            return f"{attempt.source}, {plan.library_path_reason(attempt.path)}"
-        return attempt.source
+    def search_list(attempt: SearchAttempt) -> str:
+        if attempt.search_list == "LD_LIBRARY_PATH" and plan is not None:
+            return f"{attempt.search_list}, {plan.library_path_reason(attempt.path)}"
+        return attempt.search_list
 
-    return tuple(f"tried {a.path} ({source(a)}: {a.result})" for a in search.attempts
+    return tuple(f"tried {a.path} ({search_list(a)}: {a.text})" for a in search.attempts
                  if "/glibc-hwcaps/" not in a.path and "/tls/" not in a.path)

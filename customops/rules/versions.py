@@ -55,8 +55,8 @@ def check(ctx: RuleContext) -> list[Finding]:
     findings = []
     for step in ctx.custom_steps:
         try:
-            info = reader.read(step.source)
-            mine = abi(step.source)
+            info = reader.read(step.host_path)
+            mine = abi(step.host_path)
         except ElfError:
             continue
         for needed in info.needed:
@@ -70,7 +70,7 @@ def check(ctx: RuleContext) -> list[Finding]:
                 flavour, other = ("pre-C++11", "C++11") if old_vs_new else ("C++11", "pre-C++11")
                 findings.append(Finding("CO503", f"{step.path} uses the {flavour} std::string ABI; {needed} in the "
                                                  f"container uses the {other} one", model=step.model,
-                                        library=step.path, file=step.source))
+                                        library=step.path, file=step.host_path))
     return findings
 
 

@@ -13,12 +13,33 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from customops import chroot
+from customops.textenum import TextEnum
 from customops.triton.serverargs import SERVER_CWD
 
 if TYPE_CHECKING:  # launch's cached path builds a Context from the manifest alone (customops.app.launch)
     from customops.findings import Finding
     from customops.triton.container import Container
     from customops.triton.manifest import Manifest
+
+
+class Purpose(TextEnum):
+    """Why the server loads a library: what a step is, in findings and reports."""
+
+    BACKEND_LIBRARY = "backend library"
+    OP_LIBRARY = "op library"
+    PLUGIN_LIBRARY = "plugin library"
+    PRELOAD = "preload"
+
+
+class LoadedBy(TextEnum):
+    """Whose loading a step is: a framework backend's, any backend's own library, or the host's preloads."""
+
+    TENSORFLOW = "tensorflow"
+    ONNXRUNTIME = "onnxruntime"
+    PYTORCH = "pytorch"
+    TENSORRT = "tensorrt"
+    BACKEND = "backend"
+    HOST = "host"
 
 
 @dataclass(frozen=True)
@@ -38,9 +59,9 @@ class Written:
 @dataclass(frozen=True)
 class LoadStep:
     path: str  # target path, as the server will open it
-    source: str  # checkout/host path of the file, for findings and reports
-    loader: str  # tensorflow | onnxruntime | pytorch | tensorrt | backend | host
-    purpose: str  # "backend library", "op library", "plugin library", "preload"
+    host_path: str  # checkout/host path of the file, for findings and reports
+    loader: LoadedBy
+    purpose: Purpose
     preload: bool = False  # LD_PRELOAD (global scope at exec) instead of dlopen
     lazy: bool = False
     model: str | None = None
@@ -185,15 +206,16 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def preloaded(ctx: Context, paths: tuple[str, ...], loader: str, why: str, key: str) -> LoaderResult:
+def preloaded(ctx: Context, paths: tuple[str, ...], loader: LoadedBy, why: str, key: str) -> LoaderResult:
     """A framework's op libraries preloaded into the server (LD_PRELOAD), with its backend directory on
     LD_LIBRARY_PATH so that their framework dependencies resolve; `why` says so in search traces; `key`: the
     manifest entry listing them ("[pytorch] ops")."""
     if not paths:
         return LoaderResult()
-    steps = tuple(LoadStep(ctx.container_path(p), p, loader, "preload", preload=True,
+    steps = tuple(LoadStep(ctx.container_path(p), p, loader, Purpose.PRELOAD, preload=True,
                            written=in_manifest(ctx, key, p)) for p in paths)
-    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{loader}",), library_path_for=why)
+    return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{loader.value}",),
+                        library_path_for=why)
 
 
 def in_manifest(ctx: Context, key: str, path: str) -> Written | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from customops.triton.loaders.tensorflow import op_libraries
-from customops.triton.plan import Context, LoaderResult
+from customops.triton.plan import Context, LoadedBy, LoaderResult
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
@@ -19,4 +19,4 @@ ENTRY_POINT = "RegisterCustomOps"
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
-    return op_libraries(model, ctx, library, "onnxruntime", entry_points=(ENTRY_POINT,))
+    return op_libraries(model, ctx, library, LoadedBy.ONNXRUNTIME, entry_points=(ENTRY_POINT,))

@@ -4,8 +4,8 @@ on LD_LIBRARY_PATH so that their libtorch dependencies resolve before the backen
 
 from __future__ import annotations
 
-from customops.triton.plan import Context, LoaderResult, preloaded
+from customops.triton.plan import Context, LoadedBy, LoaderResult, preloaded
 
 
 def process(ctx: Context) -> LoaderResult:
-    return preloaded(ctx, ctx.manifest.pytorch_ops, "pytorch", "the PyTorch op libraries", "[pytorch] ops")
+    return preloaded(ctx, ctx.manifest.pytorch_ops, LoadedBy.PYTORCH, "the PyTorch op libraries", "[pytorch] ops")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from customops.triton.plan import Context, LoaderResult, LoadStep, Written, preloaded
+from customops.triton.plan import Context, LoadedBy, LoaderResult, LoadStep, Purpose, Written, preloaded
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
@@ -19,15 +19,15 @@ CODES = frozenset({"CO104"})  # the findings it emits
 
 
 def process(ctx: Context) -> LoaderResult:
-    return preloaded(ctx, ctx.manifest.tensorflow_preload, "tensorflow", "the TensorFlow preloads",
+    return preloaded(ctx, ctx.manifest.tensorflow_preload, LoadedBy.TENSORFLOW, "the TensorFlow preloads",
                      "[tensorflow] preload")
 
 
 def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderResult:
-    return op_libraries(model, ctx, library, "tensorflow", entry_points=())
+    return op_libraries(model, ctx, library, LoadedBy.TENSORFLOW, entry_points=())
 
 
-def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
+def op_libraries(model: Model, ctx: Context, backend_library: str, loader: LoadedBy,
                  entry_points: tuple[str, ...]) -> LoaderResult:
     """model_operations entries, dlopen()ed by the framework inside the backend's process."""
     from customops.findings import Finding  # per model only: launch's cached start runs the process-wide part
@@ -42,6 +42,6 @@ def op_libraries(model: Model, ctx: Context, backend_library: str, loader: str,
         path = ctx.absolute(written)
         text = Written(model.config_path, written, "op_library_filename", model.op_libraries[:n].count(written)) \
             if model.config_path else None
-        steps.append(LoadStep(path, ctx.source(path), loader, "op library", model=model.name,
+        steps.append(LoadStep(path, ctx.source(path), loader, Purpose.OP_LIBRARY, model=model.name,
                               entry_points=entry_points, caller=backend_library, written=text))
     return LoaderResult(steps=tuple(steps), findings=tuple(findings))
