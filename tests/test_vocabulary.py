@@ -27,7 +27,15 @@ from customops.elf.constants import (
 )
 from customops.findings import SuppressedBy
 from customops.inspect.registrations import FoundIn
-from customops.linker.types import AttemptResult, CallStatus, FailureKind, SearchAttempt, StepKind, StepStatus
+from customops.linker.types import (
+    AttemptResult,
+    BindingReason,
+    CallStatus,
+    FailureKind,
+    SearchAttempt,
+    StepKind,
+    StepStatus,
+)
 from customops.textenum import TextEnum
 from customops.triton.container import ContainerFacts, FactsFrom
 from customops.triton.plan import LoadedBy, Purpose
@@ -39,6 +47,8 @@ TEXTS: dict[type[TextEnum], set[str]] = {
     AttemptResult: {"found", "not found", "unreadable", "refused", "wrong machine, skipped", "not in cache",
                     "skipped: loader has DF_1_NODEFLIB"},
     Relocation: {"none", "lazy", "now", "copy"},
+    BindingReason: {"", "protected", "-Bsymbolic", "GNU_UNIQUE: the first definition loaded in the process wins",
+                    "copy relocation: the executable holds the object and every reference binds to it"},
     SymbolBind: {"LOCAL", "GLOBAL", "WEAK", "GNU_UNIQUE"},
     SymbolType: {"NOTYPE", "OBJECT", "FUNC", "SECTION", "FILE", "COMMON", "TLS", "IFUNC"},
     SymbolVisibility: {"DEFAULT", "INTERNAL", "HIDDEN", "PROTECTED"},

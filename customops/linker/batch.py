@@ -43,6 +43,7 @@ from customops.linker.lookup import (
     COPY,
     LAZY,
     NOW,
+    SCOPE_ORDER,
     Decision,
     Match,
     SymbolLookup,
@@ -178,7 +179,7 @@ class BatchLookup(SymbolLookup):
                 weak_ref = (int(e["st_shndx"][k]) == SHN_UNDEF and int(e["st_info"][k]) >> 4 == STB_WEAK)
                 version = obj.symbol_version(int(indices[k]))
                 decided[k] = Bound(obj, names[k], version.name if version is not None else None,
-                                   LAZY if key[4] else NOW, weak_ref, *remembered, "")
+                                   LAZY if key[4] else NOW, weak_ref, *remembered, SCOPE_ORDER)
         if not missing:
             return decided
         at = np.array(missing, dtype=np.intp)
@@ -246,7 +247,7 @@ class BatchLookup(SymbolLookup):
             if not skip:
                 decided[k] = Bound(obj, names[k], version_names[k], kinds[k],
                                    not defined and (st_info[k] >> 4) == STB_WEAK, winners.get(k),
-                                   tuple(losers.get(k, ())), "")
+                                   tuple(losers.get(k, ())), SCOPE_ORDER)
         return decided
 
     def _acceptable(self, o: LinkMap, oe: np.ndarray, d: np.ndarray, plt: np.ndarray, versioned: np.ndarray,

@@ -36,14 +36,15 @@ from customops.elf.hashes import gnu_hash
 from customops.elf.records import VersionSlot
 from customops.linker.linkmap import FlatScope, LinkMap
 from customops.linker.prediction import Bound
-from customops.linker.types import Failure, FailureKind
+from customops.linker.types import BindingReason, Failure, FailureKind
 
 ALLOWED_TYPES = {STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_COMMON, STT_TLS, STT_GNU_IFUNC}
 # The relocation kinds as plain names: reading a member off its enum class costs ~0.1 µs, per relocation
 LAZY, NOW, COPY = Relocation.LAZY, Relocation.NOW, Relocation.COPY
+SCOPE_ORDER = BindingReason.SCOPE_ORDER
 Match = tuple[LinkMap, int]
 # What a lookup decides: the winner (None: undefined), the definitions that lost, why the winner won
-Decision = tuple[Match | None, tuple[Match, ...], str]
+Decision = tuple[Match | None, tuple[Match, ...], BindingReason]
 
 
 class Verdict(Enum):
@@ -112,7 +113,7 @@ class SymbolLookup:
         # Protected definitions and -Bsymbolic objects bind their own references to themselves.
         protected = st_other & 3 == STV_PROTECTED
         if own_defined and reloc is not COPY and (protected or obj.info.flags & DF_SYMBOLIC):
-            reason = "protected" if protected else "-Bsymbolic"
+            reason = BindingReason.PROTECTED if protected else BindingReason.SYMBOLIC
             return Bound(obj, name, version_name, reloc, weak_ref, (obj, index), (), reason)
         winner, losers, reason = self.decide(obj, name, version, reloc, scope)
         return Bound(obj, name, version_name, reloc, weak_ref, winner, losers, reason)
@@ -132,7 +133,7 @@ class SymbolLookup:
         winner: Match | None = None
         weak_fallback: Match | None = None
         losers: list[Match] = []
-        reason = ""
+        reason = SCOPE_ORDER
         gnu = self.gnu_hash(name)  # computed once for the whole walk, as _dl_lookup_symbol_x does
         for obj in candidates:
             found = None if obj is skip else self.find_in(obj, name, version, plt, gnu=gnu)
@@ -152,11 +153,11 @@ class SymbolLookup:
                 winner = self.unique.setdefault(name, (obj, found))
                 if winner[0] is not obj:
                     losers.append((obj, found))
-                    reason = "GNU_UNIQUE: the first definition loaded in the process wins"
+                    reason = BindingReason.GNU_UNIQUE
                 continue
             winner = (obj, found)
             if obj is self.main and obj is not referrer and self._copies(obj, name):
-                reason = "copy relocation: the executable holds the object and every reference binds to it"
+                reason = BindingReason.COPY_RELOCATION
         if winner is None and weak_fallback is not None:
             winner = weak_fallback
         elif winner is not None and weak_fallback is not None:

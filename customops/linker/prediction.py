@@ -12,7 +12,7 @@ import numpy as np
 from customops.elf.constants import RELOC_LAZY, SYMBOL_BINDS, SYMBOL_TYPES, SYMBOL_VISIBILITIES, Relocation
 from customops.linker.linkmap import LinkMap
 from customops.linker.messages import dlerror, undefined
-from customops.linker.types import Binding, Definition, LoadedObject, StepOutcome, StepStatus
+from customops.linker.types import Binding, BindingReason, Definition, LoadedObject, StepOutcome, StepStatus
 
 
 class Bound(NamedTuple):
@@ -25,7 +25,7 @@ class Bound(NamedTuple):
     weak_reference: bool
     winner: tuple[LinkMap, int] | None
     losers: tuple[tuple[LinkMap, int], ...]
-    reason: str
+    reason: BindingReason
 
 
 @dataclass
@@ -90,7 +90,8 @@ def self_binding(obj: LinkMap, i: int) -> Bound:
     cls = int(obj.info.symbols.reloc_class[i])
     version = obj.symbol_version(i)
     relocation = Relocation.LAZY if cls == RELOC_LAZY else Relocation.NOW
-    return Bound(obj, name, version.name if version is not None else None, relocation, False, (obj, i), (), "")
+    return Bound(obj, name, version.name if version is not None else None, relocation, False, (obj, i), (),
+                 BindingReason.SCOPE_ORDER)
 
 
 def to_binding(raw: Bound) -> Binding:

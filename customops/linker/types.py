@@ -1,7 +1,7 @@
 """The linker model's inputs and outputs: what a process asks of ld.so, and what ld.so does, as plain records.
 
 Outcomes are typed (StepKind, StepStatus, FailureKind, AttemptResult; a definition's binding, type and
-visibility, a binding's relocation) so that rules decide from the kind of failure and its fields; the text
+visibility, a binding's relocation and reason) so that rules decide from the kind of failure and its fields; the text
 ld.so or dlerror() prints is rendered from a Failure by customops.linker.messages.
 """
 
@@ -164,6 +164,16 @@ class Definition:
     size: int
 
 
+class BindingReason(TextEnum):
+    """Why a binding's winner won, where the order of the scope alone does not say."""
+
+    SCOPE_ORDER = ""  # the first acceptable definition in scope order: nothing more to say
+    PROTECTED = "protected"  # a protected definition: the object's own references bind to it
+    SYMBOLIC = "-Bsymbolic"  # a -Bsymbolic object binds its own references to itself
+    GNU_UNIQUE = "GNU_UNIQUE: the first definition loaded in the process wins"
+    COPY_RELOCATION = "copy relocation: the executable holds the object and every reference binds to it"
+
+
 @dataclass(frozen=True)
 class Binding:
     referrer: str
@@ -173,7 +183,7 @@ class Binding:
     weak_reference: bool
     winner: Definition | None
     losers: tuple[Definition, ...] = ()
-    reason: str = ""  # why the winner won when scope order alone does not say (unique, protected, ...)
+    reason: BindingReason = BindingReason.SCOPE_ORDER
     error: str = ""  # dlerror()'s text when the lookup of a strong reference finds no definition
 
 

@@ -16,6 +16,7 @@ from customops.linker.target import LinkerTarget
 from customops.linker.types import (
     AttemptResult,
     Binding,
+    BindingReason,
     Definition,
     Search,
     SearchAttempt,
@@ -40,7 +41,7 @@ def _binding(b: Binding) -> dict:
     return {
         "referrer": b.referrer, "symbol": b.symbol.decode("utf-8", "surrogateescape"), "demangled": demangle(b.symbol),
         "version": b.version, "relocation": b.relocation.value, "weak_reference": b.weak_reference,
-        "winner": _definition(b.winner), "losers": [_definition(d) for d in b.losers], "reason": b.reason,
+        "winner": _definition(b.winner), "losers": [_definition(d) for d in b.losers], "reason": b.reason.value,
         "error": b.error,
     }
 
@@ -90,7 +91,7 @@ def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> Iter
     Lazily: the text report shows the first 20 (a framework library has thousands, and making each one's
     record cost a third of a resolve)."""
     return (b for b in prediction.interpositions()
-            if not b.reason.startswith("copy relocation")
+            if b.reason is not BindingReason.COPY_RELOCATION
             and not (b.winner and _is_system(b.winner.object, target)
                      and all(_is_system(d.object, target) for d in b.losers)))
 

@@ -17,6 +17,7 @@ from customops.elf.constants import SymbolBind, SymbolType
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
 from customops.findings import Finding, Related
+from customops.linker.types import BindingReason
 from customops.rules import descriptors
 from customops.rules.context import RuleContext
 
@@ -54,7 +55,7 @@ def check(ctx: RuleContext) -> list[Finding]:
                     model=_model(custom, winner.object, loser.object), related=(Related(loser.object),),
                     evidence=(f"winner: {winner.object} ({winner.binding} {winner.type} size {winner.size})",
                               f"loser: {loser.object} ({loser.binding} {loser.type} size {loser.size})")))
-            if binding.reason.startswith("GNU_UNIQUE") and (winner.object in custom or loser.object in custom):
+            if binding.reason is BindingReason.GNU_UNIQUE and (winner.object in custom or loser.object in custom):
                 pairs[("CO405", winner.object, loser.object)].append(symbol)
             elif strong and winner.object in custom and loser.object in custom:
                 pairs[("CO402", winner.object, loser.object)].append(symbol)
