@@ -21,7 +21,7 @@ from customops.rules import context as rule_context
 from customops.rules import run as run_rules
 from customops.rules.context import RuleContext
 from customops.triton import model_set, mounts
-from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
+from customops.triton.container import SERVER, STAND_IN_HOSTS, Container, FactsFrom
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.release_rules import rules_for
@@ -122,7 +122,8 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     findings = with_text_locations(_located_in_checkout(findings, models, repositories), models, manifest.path,
                                    (*plan.preloads, *plan.dlopens))
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
-                                    facts_from=container.facts.known_from, probed=probe is not None)
+                                    own_files=container.facts.known_from is FactsFrom.ROOT,
+                                    probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
     return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes,
                        probes=probed_groups)

@@ -31,7 +31,6 @@ from customops.errors import InputError
 from customops.findings import Finding, SuppressedBy, Suppression, sort_key, suppressed
 from customops.selection import selected
 from customops.textenum import TextEnum
-from customops.triton.container import FactsFrom
 
 if TYPE_CHECKING:
     from customops.triton.manifest import Ignore, Manifest
@@ -121,14 +120,15 @@ def read_directives(models: list[Model]) -> list[Directive]:
 # -- applying them -----------------------------------------------------------------------------------------
 
 
-def producible(*, limited: bool, predicted: bool, facts_from: FactsFrom, probed: bool) -> Callable[[str], bool]:
-    """Whether a run could have produced a code: what decides whether a suppression naming it is unused."""
+def producible(*, limited: bool, predicted: bool, own_files: bool, probed: bool) -> Callable[[str], bool]:
+    """Whether a run could have produced a code: what decides whether a suppression naming it is unused.
+    `own_files`: the container's own files were read (a root, not a profile's skeleton)."""
     def could(code: str) -> bool:
         if limited:
             return False
         if not predicted:
             return code.startswith("CO1")
-        if code in NEEDS_FILES and facts_from is not FactsFrom.ROOT:
+        if code in NEEDS_FILES and not own_files:
             return False
         return probed or code not in PROBE_ONLY
     return could

@@ -176,14 +176,14 @@ class SymbolVisibility(TextEnum):
 
 
 SYMBOL_BINDS = {STB_LOCAL: SymbolBind.LOCAL, STB_GLOBAL: SymbolBind.GLOBAL, STB_WEAK: SymbolBind.WEAK,
-              STB_GNU_UNIQUE: SymbolBind.GNU_UNIQUE}
+                STB_GNU_UNIQUE: SymbolBind.GNU_UNIQUE}
 SYMBOL_TYPES = {
     STT_NOTYPE: SymbolType.NOTYPE, STT_OBJECT: SymbolType.OBJECT, STT_FUNC: SymbolType.FUNC,
     STT_SECTION: SymbolType.SECTION, STT_FILE: SymbolType.FILE, STT_COMMON: SymbolType.COMMON,
     STT_TLS: SymbolType.TLS, STT_GNU_IFUNC: SymbolType.IFUNC,
 }
 SYMBOL_VISIBILITIES = (SymbolVisibility.DEFAULT, SymbolVisibility.INTERNAL, SymbolVisibility.HIDDEN,
-                    SymbolVisibility.PROTECTED)  # indexed by STV_*
+                       SymbolVisibility.PROTECTED)  # indexed by STV_*
 
 # versions
 VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2

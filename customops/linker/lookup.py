@@ -39,7 +39,7 @@ from customops.linker.prediction import Bound
 from customops.linker.types import BindingReason, Failure, FailureKind
 
 ALLOWED_TYPES = {STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_COMMON, STT_TLS, STT_GNU_IFUNC}
-# The relocation kinds as plain names: reading a member off its enum class costs ~0.1 µs, per relocation
+# The members every relocation reads, as module names: reading one off its enum class costs ~0.1 µs
 LAZY, NOW, COPY = Relocation.LAZY, Relocation.NOW, Relocation.COPY
 SCOPE_ORDER = BindingReason.SCOPE_ORDER
 Match = tuple[LinkMap, int]
