@@ -11,14 +11,21 @@ from typing import Any, Protocol, TypeVar
 
 from customops.codes import CODES, Code, Severity
 from customops.emitters import check_maker, making
+from customops.textenum import TextEnum
+
+
+class SuppressedBy(TextEnum):
+    """What kind of text suppressed a finding."""
+
+    MANIFEST = "manifest"  # a [check] ignore entry of the manifest
+    CONFIG = "config"  # a `# customops: ignore[...]` comment in a config.pbtxt
 
 
 @dataclass(frozen=True)
 class Suppression:
-    """What suppressed a finding: a [check] ignore entry of the manifest ("manifest") or a
-    `# customops: ignore[...]` comment in a config.pbtxt ("config"), where it is, and its reason."""
+    """What suppressed a finding, where it is, and its reason."""
 
-    source: str
+    suppressed_by: SuppressedBy
     file: str | None
     line: int | None
     reason: str | None = None

@@ -18,7 +18,7 @@ from customops.rules import loading
 from customops.triton.container import from_root
 from customops.triton.manifest import load_manifest
 from customops.triton.modelconfig import did_you_mean
-from customops.triton.plan import LoadStep
+from customops.triton.plan import LoadedBy, LoadStep, Purpose
 
 LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
                "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 16184\n")
@@ -176,8 +176,8 @@ def test_co301_an_op_library_in_an_unreadable_directory_is_not_reported_missing(
 def test_co301_a_permission_denied_outcome_reads_cannot_be_read_not_does_not_exist(repo):
     """As root nothing is unreadable: the linker model's typed outcome, turned into the finding by the rule."""
     repo.model("m", 'backend: "onnxruntime"\n')
-    step = LoadStep("/models/m/ops/libop.so", str(repo.models / "m/ops/libop.so"), "onnxruntime", "op library",
-                    model="m")
+    step = LoadStep("/models/m/ops/libop.so", str(repo.models / "m/ops/libop.so"), LoadedBy.ONNXRUNTIME,
+                    Purpose.OP_LIBRARY, model="m")
     message = "/models/m/ops/libop.so: cannot open shared object file: Permission denied"
     outcome = StepOutcome("dlopen", step.path, "m:op library", "failed", message, (), (), (), (), (), (),
                           failure=Failure(FailureKind.PERMISSION_DENIED, step.path))

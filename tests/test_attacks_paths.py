@@ -245,7 +245,7 @@ def test_the_cli_installs_the_sigbus_handler_before_it_maps_a_file(tmp_path):
 
 
 def test_the_file_read_for_a_step_is_the_one_inside_the_container(container, tmp_path):
-    """What rules hash and probes load (LoadStep.source) is resolved in the container too."""
+    """What rules hash and probes load (LoadStep.host_path) is resolved in the container too."""
     from customops.triton.container import from_root
     from customops.triton.manifest import Manifest
     from customops.triton.plan import Context

@@ -29,7 +29,7 @@ import pytest
 from customops.cli import main
 from customops.errors import InputError
 from customops.triton import profile, profile_schema, skeleton
-from customops.triton.container import ContainerFacts, read_profile
+from customops.triton.container import ContainerFacts, FactsFrom, read_profile
 from customops.triton.skeleton import build as build_skeleton
 from customops.triton.skeleton import materialize, skeleton_key
 
@@ -611,10 +611,10 @@ def test_the_valid_profile_of_the_table_is_accepted(tmp_path):
 
 def test_every_container_fact_is_in_the_profile_schema():
     known = {*profile_schema.VERSION_FACTS, *profile_schema.LIST_FACTS, "source"}
-    assert known == set(ContainerFacts.__dataclass_fields__)
+    assert known == set(ContainerFacts().record())  # the facts as a profile writes them: known_from is "source"
 
 
 def test_a_created_profile_reads_back(fixture_profile, tmp_path):
     path = write_profile(tmp_path / "p.json", fixture_profile)
     container = read_profile(str(path), tmp_path / "cache")
-    assert container.target is not None and container.facts.source == "profile"
+    assert container.target is not None and container.facts.known_from is FactsFrom.PROFILE

@@ -21,7 +21,7 @@ from customops.linker.target import target_for_root
 from customops.probe import tensorrt_standin
 from customops.probe.groups import ProbedGroup, ProbeSettings, probe_plan
 from customops.rules import probed_tensorrt
-from customops.triton.plan import LoadPlan, LoadStep
+from customops.triton.plan import LoadedBy, LoadPlan, LoadStep, Purpose
 from fixtures import tensorrt as built
 from fixtures import tensorrt_runtime, wheels
 
@@ -185,8 +185,9 @@ def test_a_plugin_library_with_names_of_its_own_shadows_no_built_in(plugins, con
 def probed_group(plugins: Path, root: Path, tmp_path: Path, *libraries: str) -> ProbedGroup:
     """The TensorRT group of a plan that loads `libraries` from the TensorRT backend of the container at `root`."""
     backend = "/opt/tritonserver/backends/tensorrt/libtriton_tensorrt.so"
-    steps = [LoadStep(backend, str(root / backend.lstrip("/")), "backend", "backend library")]
-    steps += [LoadStep(f"/models/{name}", str(plugins / name), "tensorrt", "plugin library") for name in libraries]
+    steps = [LoadStep(backend, str(root / backend.lstrip("/")), LoadedBy.BACKEND, Purpose.BACKEND_LIBRARY)]
+    steps += [LoadStep(f"/models/{name}", str(plugins / name), LoadedBy.TENSORRT, Purpose.PLUGIN_LIBRARY)
+              for name in libraries]
     settings = ProbeSettings(sys.executable, None, cache_dir=tmp_path / "cache", target=target_for_root(str(root)))
     (group,) = probe_plan(LoadPlan((), tuple(steps), (), ()), settings)
     return group

@@ -19,6 +19,7 @@ import pytest
 from test_check_codes import Repo, codes
 
 from customops.app.check import run_check
+from customops.findings import SuppressedBy
 from customops.triton.container import from_root
 from customops.triton.manifest import Manifest
 
@@ -170,7 +171,8 @@ def test_a_relative_op_library_that_is_a_suffix_of_another_gets_its_own_line(rep
     result = repo.check()
     assert "CO104" not in codes(result) and "CO107" not in codes(result), result.findings
     [suppressed] = [f for f in result.suppressed if f.code == "CO104"]
-    assert suppressed.line == 4 and suppressed.suppression and suppressed.suppression.source == "config"
+    assert suppressed.line == 4 and suppressed.suppression
+    assert suppressed.suppression.suppressed_by is SuppressedBy.CONFIG
     [missing] = [f for f in result.findings if f.code == "CO301"]  # /opt/tritonserver/ops/libort_op.so
     assert (missing.line, missing.column) == (4, 25)
 

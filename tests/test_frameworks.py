@@ -15,6 +15,7 @@ from customops import frameworks
 from customops.frameworks import DESCRIPTORS, MANIFEST_ORDER, PROBE_ORDER, VERSIONED
 from customops.triton.container import ContainerFacts
 from customops.triton.loaders import LOADERS
+from customops.triton.plan import LoadedBy
 
 PACKAGE = Path(__file__).resolve().parent.parent / "customops"
 LOADERS_DIR = PACKAGE / "triton" / "loaders"
@@ -126,6 +127,15 @@ def test_every_loader_takes_its_framework_from_its_descriptor():
     served = [loader.framework for loader in LOADERS if loader.framework is not None]
     assert sorted(served, key=lambda f: f.backend) == sorted(declared.values(), key=lambda f: f.backend)
     assert len(set(served)) == len(served)
+
+
+def test_every_loaded_by_of_a_framework_is_its_descriptors_backend():
+    """A step's LoadedBy names the framework whose loader made it: each framework member's text is read from its
+    descriptor (no framework name is written in triton/plan.py), and every framework with a loader has one."""
+    assert LoadedBy(frameworks.TENSORRT.backend) is LoadedBy.TENSORRT
+    own = {"BACKEND", "HOST"}  # Triton core's backend libraries and the manifest's [host] preload
+    assert {m.name: m.value for m in LoadedBy if m.name not in own} == {
+        f.backend.upper(): f.backend for f in (loader.framework for loader in LOADERS) if f is not None}
 
 
 def test_the_descriptors_name_each_thing_once():

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from customops.linker.messages import NOT_FOUND
 from customops.linker.scopeindex import ScopeIndex
-from customops.linker.types import Dlopen, Environment, Scenario
+from customops.linker.types import AttemptResult, Dlopen, Environment, Scenario
 from customops.report.resolve import render_prediction
 from fixtures.chain import chain, diamonds, fan_out, function_of, write_graph
 
@@ -111,15 +111,15 @@ def test_a_deep_rpath_chain_searches_only_the_loaders_with_an_rpath(linker, load
     top = write_graph(graphs / "rpath", chain(300, prefix="librp"), runpath=None, rpath="$ORIGIN")
     prediction, _ = agree(linker, Scenario(loader, steps=(Dlopen(str(top)),)))
     last = prediction.outcomes[-1].searches[-1]
-    assert {a.source for a in last.attempts} == {"RPATH of " + str(graphs / "rpath" / "librp298.so")}
-    assert last.attempts[-1].result == "found"
+    assert {a.search_list for a in last.attempts} == {"RPATH of " + str(graphs / "rpath" / "librp298.so")}
+    assert last.attempts[-1].result is AttemptResult.FOUND
 
 
 def test_a_deep_chain_found_through_ld_library_path_walks_no_rpath(linker, loader, graphs):
     directory = graphs / "plain"
     top = write_graph(directory, chain(300, prefix="libplain"), runpath=None)
     prediction, _ = agree(linker, Scenario(loader, Environment(library_path=str(directory)), (Dlopen(str(top)),)))
-    assert {a.source for s in prediction.outcomes[-1].searches for a in s.attempts} == {"LD_LIBRARY_PATH"}
+    assert {a.search_list for s in prediction.outcomes[-1].searches for a in s.attempts} == {"LD_LIBRARY_PATH"}
 
 
 @settings(max_examples=150, deadline=None)

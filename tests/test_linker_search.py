@@ -21,7 +21,7 @@ def tried(paths):
 
 def model_tried(prediction, name):
     return tried([a.path for o in prediction.outcomes for s in o.searches if s.name == name
-                  for a in s.attempts if a.source != "ld.so.cache"])
+                  for a in s.attempts if a.search_list != "ld.so.cache"])
 
 
 def test_rpath_comes_before_ld_library_path(linker, loader, tree):

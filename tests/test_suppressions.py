@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from customops.app.suppressions import parse_directives
+from customops.app.suppressions import DirectiveKind, parse_directives
 from customops.cli import main
 from customops.selection import selected
 from fixtures.example import install
@@ -324,7 +324,7 @@ def test_a_hash_inside_a_string_starts_no_comment():
             "platform: 'it''s # customops: ignore[CO102]'  # customops: ignore[CO101]\n"
             'backend: "x\\" # customops: ignore[CO103]"\n')
     [directive] = parse_directives(text, "/r/m/config.pbtxt")
-    assert (directive.line, directive.codes, directive.kind) == (2, ("CO101",), "line")
+    assert (directive.line, directive.codes, directive.kind) == (2, ("CO101",), DirectiveKind.LINE)
 
 
 # -- the code table ------------------------------------------------------------------------------------------

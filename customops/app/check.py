@@ -16,13 +16,13 @@ from customops.elf.cache import ElfReader
 from customops.findings import Finding, amended
 from customops.frameworks import TENSORFLOW
 from customops.linker.prediction import Prediction
-from customops.linker.types import StepOutcome
+from customops.linker.types import AttemptResult, StepOutcome
 from customops.probe.groups import ProbedGroup, ProbeSettings
 from customops.rules import context as rule_context
 from customops.rules import run as run_rules
 from customops.rules.context import RuleContext
 from customops.triton import model_set, mounts
-from customops.triton.container import SERVER, STAND_IN_HOSTS, Container
+from customops.triton.container import SERVER, STAND_IN_HOSTS, Container, FactsFrom
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.release_rules import rules_for
@@ -60,7 +60,7 @@ def dependencies(result: CheckResult) -> list[str]:
     paths = {o.path for o in result.prediction.objects}
     if target is not None:
         searched = {os.path.dirname(a.path) for o in result.prediction.outcomes for s in o.searches
-                    for a in s.attempts if a.result != "found"}
+                    for a in s.attempts if a.result is not AttemptResult.FOUND}
         for directory in (*target.system_dirs, result.container.backend_dir, "/etc", *searched):
             host = target.host_path(directory) if directory else None
             if host and os.path.isdir(host):
@@ -123,7 +123,8 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     findings = with_text_locations(_located_in_checkout(findings, models, repositories), models, manifest.path,
                                    (*plan.preloads, *plan.dlopens))
     could = suppressions.producible(limited=only_models is not None, predicted=prediction is not None,
-                                    source=container.facts.source, probed=probe is not None)
+                                    own_files=container.facts.known_from is FactsFrom.ROOT,
+                                    probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
     return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes,
                        probes=probed_groups)

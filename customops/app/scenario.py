@@ -27,7 +27,7 @@ def scenario_for(plan: LoadPlan, executable: str, ctx: Context, inherited: Inher
 
 def step_label(index: int, step: LoadStep) -> str:
     """Unique within a plan (two op libraries of one model share model and purpose): the dlopen's identity."""
-    return f"{index}:{step.model or ''}:{step.purpose}"
+    return f"{index}:{step.model or ''}:{step.purpose.value}"
 
 
 def pair_outcomes(plan: LoadPlan, prediction: Prediction, inherited: Inherited = NOTHING_INHERITED) -> list[

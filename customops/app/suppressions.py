@@ -30,8 +30,9 @@ from customops.codes import Code
 from customops.comments import uncommented
 from customops.emitters import emits
 from customops.errors import InputError
-from customops.findings import Finding, Suppression, amended, sort_key, suppressed
+from customops.findings import Finding, SuppressedBy, Suppression, amended, sort_key, suppressed
 from customops.selection import selected
+from customops.textenum import TextEnum
 
 if TYPE_CHECKING:
     from customops.triton.manifest import Ignore, Manifest
@@ -56,15 +57,22 @@ def with_options(manifest: Manifest, select: tuple[str, ...] | None, ignore: tup
 # -- where things are written ----------------------------------------------------------------------------
 
 
+class DirectiveKind(TextEnum):
+    """What a comment suppresses: the findings on its line, or those of its whole file."""
+
+    LINE = "line"  # `# customops: ignore[...]`
+    FILE = "file"  # `# customops: ignore-file[...]`
+
+
 @dataclass(frozen=True)
 class Directive:
-    """A `# customops: ignore[...]` (kind "line") or `ignore-file[...]` (kind "file") comment; `problem`:
-    why a comment addressed to customops is no suppression."""
+    """A `# customops: ignore[...]` or `ignore-file[...]` comment; `problem`: why a comment addressed to
+    customops is no suppression."""
 
     file: str
     line: int
     column: int  # of its `#`
-    kind: str
+    kind: DirectiveKind
     codes: tuple[str, ...]
     reason: str | None = None
     problem: str | None = None
@@ -82,12 +90,12 @@ def parse_directives(text: str, path: str) -> list[Directive]:
         shown = shown if len(shown) <= SHOWN else shown[:SHOWN - 3] + "..."
         match = DIRECTIVE.match(comment.strip())
         if match is None:
-            directives.append(Directive(path, number, column, "line", (), problem="is not `# customops: ignore[CODES]` "
-                                        "or `# customops: ignore-file[CODES]`", text=shown))
+            directives.append(Directive(path, number, column, DirectiveKind.LINE, (), problem="is not `# customops: "
+                                        "ignore[CODES]` or `# customops: ignore-file[CODES]`", text=shown))
             continue
         codes = tuple(c.strip() for c in match["codes"].split(",") if c.strip())
         reason = match["rest"].strip().lstrip("-:—").strip() or None
-        kind = "file" if match["kind"] == "ignore-file" else "line"
+        kind = DirectiveKind.FILE if match["kind"] == "ignore-file" else DirectiveKind.LINE
         problem = "names no code" if not codes else None
         directives.append(Directive(path, number, column, kind, codes, reason, problem, shown))
     return directives
@@ -113,14 +121,15 @@ def read_directives(models: list[Model]) -> list[Directive]:
 # -- applying them -----------------------------------------------------------------------------------------
 
 
-def producible(*, limited: bool, predicted: bool, source: str, probed: bool) -> Callable[[str], bool]:
-    """Whether a run could have produced a code: what decides whether a suppression naming it is unused."""
+def producible(*, limited: bool, predicted: bool, own_files: bool, probed: bool) -> Callable[[str], bool]:
+    """Whether a run could have produced a code: what decides whether a suppression naming it is unused.
+    `own_files`: the container's own files were read (a root, not a profile's skeleton)."""
     def could(code: str) -> bool:
         if limited:
             return False
         if not predicted:
             return code.startswith("CO1")
-        if code in NEEDS_FILES and source != "root":
+        if code in NEEDS_FILES and not own_files:
             return False
         return probed or code not in PROBE_ONLY
     return could
@@ -145,16 +154,16 @@ def apply(findings: list[Finding], manifest: Manifest, models: list[Model],
     dropped: list[Finding] = []
     for f in findings:
         how: Suppression | None = None
-        for kind in ("line", "file"):
+        for kind in (DirectiveKind.LINE, DirectiveKind.FILE):
             for i, d in enumerate(directives):
-                here = kind == "file" or f.line == d.line
-                if d.kind == kind and f.code in d.codes and _same(f.file, d.file) and here:
+                here = kind is DirectiveKind.FILE or f.line == d.line
+                if d.kind is kind and f.code in d.codes and _same(f.file, d.file) and here:
                     used.add((i, f.code))
-                    how = how or Suppression("config", d.file, d.line, d.reason)
+                    how = how or Suppression(SuppressedBy.CONFIG, d.file, d.line, d.reason)
         for i, entry in enumerate(manifest.ignore):
             if suppressed(f, (entry,)):
                 used_entries.add(i)
-                how = how or Suppression("manifest", manifest.path, entry.line, entry.reason)
+                how = how or Suppression(SuppressedBy.MANIFEST, manifest.path, entry.line, entry.reason)
         (dropped if how else kept).append(amended(f, suppression=how) if how else f)
     unused = [u for u in unused_suppressions(manifest, used_entries, directives, used, findings, models, chosen, could)
               if chosen(u.code)]
@@ -164,7 +173,8 @@ def apply(findings: list[Finding], manifest: Manifest, models: list[Model],
             kept.append(u)
         else:
             entry = manifest.ignore[entry_index]
-            dropped.append(amended(u, suppression=Suppression("manifest", manifest.path, entry.line, entry.reason)))
+            dropped.append(amended(u, suppression=Suppression(SuppressedBy.MANIFEST, manifest.path, entry.line,
+                                                              entry.reason)))
     return sorted(kept, key=sort_key), sorted(dropped, key=sort_key)
 
 
@@ -208,7 +218,7 @@ def _unused_directives(directives: list[Directive], used: set[tuple[int, str]], 
                 unused.append(Finding(UNUSED, f"`{d.text}` names {code!r}, which is not a customops code",
                                       model=name, file=d.file, line=d.line, column=d.column))
             elif (i, code) not in used and code != UNUSED and chosen(code) and could(code):
-                where = f"line {d.line} of this file" if d.kind == "line" else "this file"
+                where = f"line {d.line} of this file" if d.kind is DirectiveKind.LINE else "this file"
                 unused.append(Finding(UNUSED, f"`{d.text}`: no {code} finding points at {where}",
                                       model=name, file=d.file, line=d.line, column=d.column,
                                       evidence=_elsewhere(code, d, findings, model)))
@@ -221,7 +231,7 @@ def _elsewhere(code: str, d: Directive, findings: list[Finding], model: Model | 
         return ()
     base = os.path.dirname(os.path.abspath(model.path))
     mine = [f for f in findings if f.code == code and (f.model == model.name or _same(f.file, d.file))]
-    if d.kind == "line" and any(_same(f.file, d.file) and f.line is None for f in mine):
+    if d.kind is DirectiveKind.LINE and any(_same(f.file, d.file) and f.line is None for f in mine):
         return (f"{code} findings about this file carry no line: `# customops: ignore-file[{code}]` suppresses them",)
     other = sorted({os.path.relpath(f.file, base) if os.path.abspath(f.file).startswith(base + "/") else f.file
                     for f in mine if f.file and not _same(f.file, d.file)})

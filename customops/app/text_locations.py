@@ -62,7 +62,7 @@ class _Locator:
         named = self.written(f.library, f.model)
         if named is not None:
             file, place, step = named
-            return amended(f, file=file, line=place[0], column=place[1], artifact=self.artifact(f, step.source))
+            return amended(f, file=file, line=place[0], column=place[1], artifact=self.artifact(f, step.host_path))
         if f.file in self.by_config:
             return _at(f, f.file, _place(self.text(f.file or ""), f, self.by_config[f.file or ""]))
         if f.file and f.file != self.manifest and f.library:  # about a library file no step names

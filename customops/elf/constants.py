@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from customops.textenum import TextEnum
+
 
 class ElfClass(IntEnum):
     """e_ident[EI_CLASS]: the word size of the file."""
@@ -139,21 +141,70 @@ STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 0, 1, 2, 3, 4
 STT_COMMON, STT_TLS, STT_GNU_IFUNC = 5, 6, 10
 STV_DEFAULT, STV_INTERNAL, STV_HIDDEN, STV_PROTECTED = 0, 1, 2, 3
 SHN_UNDEF, SHN_ABS = 0, 0xFFF1
-BIND_NAMES = {STB_LOCAL: "LOCAL", STB_GLOBAL: "GLOBAL", STB_WEAK: "WEAK", STB_GNU_UNIQUE: "GNU_UNIQUE"}
-TYPE_NAMES = {
-    STT_NOTYPE: "NOTYPE", STT_OBJECT: "OBJECT", STT_FUNC: "FUNC", STT_SECTION: "SECTION", STT_FILE: "FILE",
-    STT_COMMON: "COMMON", STT_TLS: "TLS", STT_GNU_IFUNC: "IFUNC",
+
+
+class SymbolBind(TextEnum):
+    """A symbol's binding (ELF64_ST_BIND), as readelf names it. The parse keeps the numbers (numpy arrays):
+    a record names them through SYMBOL_BINDS, and one elf.h does not name stays its number."""
+
+    LOCAL = "LOCAL"
+    GLOBAL = "GLOBAL"
+    WEAK = "WEAK"
+    GNU_UNIQUE = "GNU_UNIQUE"
+
+
+class SymbolType(TextEnum):
+    """A symbol's type (ELF64_ST_TYPE), as readelf names it."""
+
+    NOTYPE = "NOTYPE"
+    OBJECT = "OBJECT"
+    FUNC = "FUNC"
+    SECTION = "SECTION"
+    FILE = "FILE"
+    COMMON = "COMMON"
+    TLS = "TLS"
+    IFUNC = "IFUNC"
+
+
+class SymbolVisibility(TextEnum):
+    """A symbol's visibility (ELF64_ST_VISIBILITY: two bits, every value named)."""
+
+    DEFAULT = "DEFAULT"
+    INTERNAL = "INTERNAL"
+    HIDDEN = "HIDDEN"
+    PROTECTED = "PROTECTED"
+
+
+SYMBOL_BINDS = {STB_LOCAL: SymbolBind.LOCAL, STB_GLOBAL: SymbolBind.GLOBAL, STB_WEAK: SymbolBind.WEAK,
+                STB_GNU_UNIQUE: SymbolBind.GNU_UNIQUE}
+SYMBOL_TYPES = {
+    STT_NOTYPE: SymbolType.NOTYPE, STT_OBJECT: SymbolType.OBJECT, STT_FUNC: SymbolType.FUNC,
+    STT_SECTION: SymbolType.SECTION, STT_FILE: SymbolType.FILE, STT_COMMON: SymbolType.COMMON,
+    STT_TLS: SymbolType.TLS, STT_GNU_IFUNC: SymbolType.IFUNC,
 }
-VISIBILITY_NAMES = {STV_DEFAULT: "DEFAULT", STV_INTERNAL: "INTERNAL", STV_HIDDEN: "HIDDEN", STV_PROTECTED: "PROTECTED"}
+SYMBOL_VISIBILITIES = (SymbolVisibility.DEFAULT, SymbolVisibility.INTERNAL, SymbolVisibility.HIDDEN,
+                       SymbolVisibility.PROTECTED)  # indexed by STV_*
 
 # versions
 VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
 VERSYM_HIDDEN, VERSYM_INDEX = 0x8000, 0x7FFF
 
 # Relocation classes recorded per undefined symbol: does ld.so need it when the object is loaded,
-# or only at the first call through the PLT (lazy binding)?
+# or only at the first call through the PLT (lazy binding)? Numbers in the parse and its cache (one byte
+# per symbol); a Relocation in the records made from them.
 RELOC_NONE, RELOC_LAZY, RELOC_NOW, RELOC_COPY = 0, 1, 2, 3
-RELOC_CLASS_NAMES = {RELOC_NONE: "none", RELOC_LAZY: "lazy", RELOC_NOW: "now", RELOC_COPY: "copy"}
+
+
+class Relocation(TextEnum):
+    """How a symbol's relocations bind it: not at all, lazily at the first call, at load, or by copy."""
+
+    NONE = "none"
+    LAZY = "lazy"
+    NOW = "now"
+    COPY = "copy"
+
+
+RELOCATIONS = (Relocation.NONE, Relocation.LAZY, Relocation.NOW, Relocation.COPY)  # indexed by RELOC_*
 
 # R_*_JUMP_SLOT per machine: the PLT relocation type that ld.so may bind lazily (psABI constants).
 JUMP_SLOT_BY_MACHINE = {EM_386: 7, EM_X86_64: 7, EM_AARCH64: 1026, EM_ARM: 22, EM_PPC: 21, EM_PPC64: 21,

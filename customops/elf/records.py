@@ -14,6 +14,7 @@ from customops.elf.constants import (
     DF_BIND_NOW,
     DF_SYMBOLIC,
     EM_NAMES,
+    ET_NAMES,
     FLAG_1_NAMES,
     FLAG_NAMES,
     OSABI_NAMES,
@@ -113,7 +114,7 @@ class ElfInfo:
     elf_class: int  # 32 or 64
     byte_order: str  # "little" or "big"
     machine_code: int
-    elf_type: str
+    type_code: int  # e_type
     osabi_code: int
     interpreter: str | None
     soname: str | None
@@ -132,6 +133,10 @@ class ElfInfo:
     @property
     def machine(self) -> str:
         return EM_NAMES.get(self.machine_code, f"EM_{self.machine_code}")
+
+    @property
+    def elf_type(self) -> str:
+        return ET_NAMES.get(self.type_code, f"ET_{self.type_code:#x}")
 
     @property
     def osabi(self) -> str:

@@ -9,12 +9,12 @@ import numpy as np
 
 from customops.elf.cache import ElfReader
 from customops.elf.constants import (
-    BIND_NAMES,
-    RELOC_CLASS_NAMES,
-    TYPE_NAMES,
+    RELOCATIONS,
+    SYMBOL_BINDS,
+    SYMBOL_TYPES,
+    SYMBOL_VISIBILITIES,
     VERSYM_HIDDEN,
     VERSYM_INDEX,
-    VISIBILITY_NAMES,
 )
 from customops.elf.demangle import demangle
 from customops.elf.records import ElfInfo
@@ -134,13 +134,13 @@ def symbol_records(info: ElfInfo, pattern: str | None, defined_only: bool, undef
         out.append({
             "name": name.decode("utf-8", "surrogateescape"),
             "demangled": shown,
-            "bind": BIND_NAMES.get(st_info >> 4, str(st_info >> 4)),
-            "type": TYPE_NAMES.get(st_info & 0xF, str(st_info & 0xF)),
-            "visibility": VISIBILITY_NAMES[int(entries["st_other"][i]) & 3],
+            "bind": str(SYMBOL_BINDS.get(st_info >> 4, st_info >> 4)),  # a number elf.h does not name
+            "type": str(SYMBOL_TYPES.get(st_info & 0xF, st_info & 0xF)),
+            "visibility": SYMBOL_VISIBILITIES[int(entries["st_other"][i]) & 3].value,
             "defined": bool(symbols.defined_mask[i]),
             "size": int(entries["st_size"][i]),
             "version": slot.name if slot is not None else None,
             "version_hidden": bool(raw & VERSYM_HIDDEN),
-            "relocation": RELOC_CLASS_NAMES[int(symbols.reloc_class[i])],
+            "relocation": RELOCATIONS[int(symbols.reloc_class[i])].value,
         })
     return out

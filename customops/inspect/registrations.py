@@ -33,6 +33,7 @@ from enum import Enum
 from customops.elf.demangle import demangle
 from customops.elf.records import ElfInfo
 from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
+from customops.textenum import TextEnum
 
 TORCH_BLOCK = re.compile(r"\b(STABLE_)?TORCH_LIBRARY(?:_(FRAGMENT|IMPL))?_(?:static_)?init_(\w+)")
 # An op schema as torch parses it (FunctionSchema): [ns::]name[.overload](arguments) -> returns
@@ -61,6 +62,15 @@ class RefusedDef(Enum):
     IGNORED = "ignored"  # the stable shim's error code is dropped: loading goes on, the first definition stays
 
 
+class FoundIn(TextEnum):
+    """Where in the file a registration was read."""
+
+    SYMTAB = "symtab"  # local symbols of `.symtab`: the Torch blocks themselves
+    DYNSYM = "dynsym"  # the registration API the library imports
+    RODATA = "rodata"  # a schema string in its read-only data
+    STATIC = "static"  # its dynamic symbols, for the frameworks whose registrations are told no finer
+
+
 @dataclass(frozen=True)
 class Registration:
     framework: str  # the framework's probe name (customops.frameworks): torch | onnxruntime | tensorrt | tensorflow
@@ -68,7 +78,7 @@ class Registration:
     name: str  # the namespace for Torch; "" where the name cannot be known statically
     library: str
     confidence: str  # "exact" or "inferred"
-    source: str = "static"
+    found_in: FoundIn = FoundIn.STATIC
     api: str = ""  # Torch: "stable" for STABLE_TORCH_LIBRARY* (the C shims), "" for torch::Library
     blocks: tuple[str, ...] = ()  # Torch op-library, stable ABI: the block kinds its imported shims allow
 
@@ -100,7 +110,7 @@ def static_registrations(info: ElfInfo, local_names: list[bytes]) -> list[Regist
             name = re.sub(r"_\d+$", "", name)  # the per-translation-unit counter
         if kind == "impl":
             name = name.rsplit("_", 1)[0]  # the dispatch key (CPU, Meta, ...) has no underscore
-        torch[(kind, name)] = Registration(PYTORCH.probe, kind, name, info.path, "exact", "symtab", api)
+        torch[(kind, name)] = Registration(PYTORCH.probe, kind, name, info.path, "exact", FoundIn.SYMTAB, api)
     found += torch.values()
     symbols = info.symbols
     exported = set(symbols.names(symbols.exported_mask.nonzero()[0]))
@@ -130,8 +140,9 @@ def torch_op_library(info: ElfInfo, strings: Sequence[bytes]) -> list[Registrati
     blocks = tuple(kind for shim, kind in kinds if shim in imported)
     found = []
     if any(marker in name for name in imported for marker in TORCH_DEFINES):
-        found.append(Registration(PYTORCH.probe, "op-library", "", path, "inferred", "dynsym", api, blocks))
-        found += [Registration(PYTORCH.probe, "schema", f"{ns}::{op}" if ns else op, path, "inferred", "rodata", api)
+        found.append(Registration(PYTORCH.probe, "op-library", "", path, "inferred", FoundIn.DYNSYM, api, blocks))
+        found += [Registration(PYTORCH.probe, "schema", f"{ns}::{op}" if ns else op, path, "inferred", FoundIn.RODATA,
+                               api)
                   for ns, op in torch_schemas(strings)]
     return found
 

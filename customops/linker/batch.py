@@ -33,11 +33,22 @@ from customops.elf.constants import (
     STV_PROTECTED,
     VERSYM_HIDDEN,
     VERSYM_INDEX,
+    Relocation,
 )
 from customops.elf.hashes import gnu_hashes
 from customops.elf.records import VersionSlot
 from customops.linker.linkmap import FlatScope, LinkMap
-from customops.linker.lookup import ALLOWED_TYPES, Decision, Match, SymbolLookup, relocation_kind
+from customops.linker.lookup import (
+    ALLOWED_TYPES,
+    COPY,
+    LAZY,
+    NOW,
+    SCOPE_ORDER,
+    Decision,
+    Match,
+    SymbolLookup,
+    relocation_kind,
+)
 from customops.linker.prediction import Bound
 from customops.linker.scopeindex import ScopeIndex, members
 
@@ -73,7 +84,7 @@ class BatchLookup(SymbolLookup):
         known = self._hashes.get(name)
         return known if known is not None else super().gnu_hash(name)
 
-    def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: str,
+    def decide(self, referrer: LinkMap, name: bytes, version: VersionSlot | None, reloc: Relocation,
                scope: FlatScope) -> Decision:
         """The lookup over the objects that may export the name, remembered for the scope with everything the
         lookup reads of the reference (its version's hidden flag and named file, whether the referrer is the
@@ -81,13 +92,13 @@ class BatchLookup(SymbolLookup):
         Bound."""
         assert isinstance(scope, ScopeIndex)
         key = (tuple(id(s) for s in referrer.scope), name,
-               None if version is None else (version.name, version.hidden, version.filename), reloc == "lazy",
-               reloc == "copy", referrer is self.main)
+               None if version is None else (version.name, version.hidden, version.filename), reloc is LAZY,
+               reloc is COPY, referrer is self.main)
         memo = self._memo.get(key)
         if memo is None:
             half = self._hashes[name] >> 1
-            memo = self.lookup(referrer, name, version, reloc == "lazy", scope, scope.candidates(half),
-                               skip=self.main if reloc == "copy" else None)
+            memo = self.lookup(referrer, name, version, reloc is LAZY, scope, scope.candidates(half),
+                               skip=self.main if reloc is COPY else None)
             self._memo[key] = memo
         return memo
 
@@ -168,7 +179,7 @@ class BatchLookup(SymbolLookup):
                 weak_ref = (int(e["st_shndx"][k]) == SHN_UNDEF and int(e["st_info"][k]) >> 4 == STB_WEAK)
                 version = obj.symbol_version(int(indices[k]))
                 decided[k] = Bound(obj, names[k], version.name if version is not None else None,
-                                   "lazy" if key[4] else "now", weak_ref, *remembered, "")
+                                   LAZY if key[4] else NOW, weak_ref, *remembered, SCOPE_ORDER)
         if not missing:
             return decided
         at = np.array(missing, dtype=np.intp)
@@ -231,12 +242,12 @@ class BatchLookup(SymbolLookup):
         version_names = [None if not h else slots[v].name for h, v in zip(ref_hash.tolist(), ref_slot.tolist(),
                                                                         strict=True)]
         decided: list[Bound | None] = [None] * n
-        kinds = ["lazy" if c == RELOC_LAZY else "now" for c in cls.tolist()]
+        kinds = [LAZY if c == RELOC_LAZY else NOW for c in cls.tolist()]
         for k, (skip, defined) in enumerate(zip(undecided.tolist(), own_defined.tolist(), strict=True)):
             if not skip:
                 decided[k] = Bound(obj, names[k], version_names[k], kinds[k],
                                    not defined and (st_info[k] >> 4) == STB_WEAK, winners.get(k),
-                                   tuple(losers.get(k, ())), "")
+                                   tuple(losers.get(k, ())), SCOPE_ORDER)
         return decided
 
     def _acceptable(self, o: LinkMap, oe: np.ndarray, d: np.ndarray, plt: np.ndarray, versioned: np.ndarray,

@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from customops.elf.constants import BIND_NAMES, RELOC_LAZY, TYPE_NAMES, VISIBILITY_NAMES
+from customops.elf.constants import RELOC_LAZY, SYMBOL_BINDS, SYMBOL_TYPES, SYMBOL_VISIBILITIES, Relocation
 from customops.linker.linkmap import LinkMap
 from customops.linker.messages import dlerror, undefined
-from customops.linker.types import Binding, Definition, LoadedObject, StepOutcome, StepStatus
+from customops.linker.types import Binding, BindingReason, Definition, LoadedObject, StepOutcome, StepStatus
 
 
 class Bound(NamedTuple):
@@ -21,11 +21,11 @@ class Bound(NamedTuple):
     referrer: LinkMap
     name: bytes
     version: str | None
-    relocation: str
+    relocation: Relocation
     weak_reference: bool
     winner: tuple[LinkMap, int] | None
     losers: tuple[tuple[LinkMap, int], ...]
-    reason: str
+    reason: BindingReason
 
 
 @dataclass
@@ -77,9 +77,9 @@ def definition(obj: LinkMap, i: int, name: bytes | None = None) -> Definition:
         obj.name,
         obj.info.symbols.name(i) if name is None else name,
         version.name if version is not None else None,
-        BIND_NAMES.get(st_info[i] >> 4, str(st_info[i] >> 4)),
-        TYPE_NAMES.get(st_info[i] & 0xF, str(st_info[i] & 0xF)),
-        VISIBILITY_NAMES[st_other[i] & 3],
+        SYMBOL_BINDS.get(st_info[i] >> 4, st_info[i] >> 4),
+        SYMBOL_TYPES.get(st_info[i] & 0xF, st_info[i] & 0xF),
+        SYMBOL_VISIBILITIES[st_other[i] & 3],
         st_size[i],
     )
 
@@ -89,8 +89,9 @@ def self_binding(obj: LinkMap, i: int) -> Bound:
     name = obj.info.symbols.name(i)
     cls = int(obj.info.symbols.reloc_class[i])
     version = obj.symbol_version(i)
-    return Bound(obj, name, version.name if version is not None else None, "lazy" if cls == RELOC_LAZY else "now",
-                 False, (obj, i), (), "")
+    relocation = Relocation.LAZY if cls == RELOC_LAZY else Relocation.NOW
+    return Bound(obj, name, version.name if version is not None else None, relocation, False, (obj, i), (),
+                 BindingReason.SCOPE_ORDER)
 
 
 def to_binding(raw: Bound) -> Binding:

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 
 from customops.elf.cache import ElfReader
-from customops.elf.constants import DF_1_PIE, RELOC_LAZY
+from customops.elf.constants import DF_1_PIE, ET_EXEC, RELOC_LAZY
 from customops.errors import ElfError
 from customops.linker.batch import FEW, BatchLookup
 from customops.linker.linkmap import LinkMap, first_loaded
@@ -302,7 +302,7 @@ class _Process:
         if same is not None:
             self._add_name(same, requested)
             return same
-        if info.elf_type == "ET_EXEC":
+        if info.type_code == ET_EXEC:
             raise LoadFailed(Failure(FailureKind.EXECUTABLE, path))
         if info.flags_1 & DF_1_PIE:
             raise LoadFailed(Failure(FailureKind.PIE_EXECUTABLE, path))

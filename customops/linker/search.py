@@ -15,7 +15,7 @@ from customops.errors import InputError
 from customops.linker.linkmap import LinkMap
 from customops.linker.messages import NO_SUCH_FILE, PERMISSION_DENIED, dlerror, reason
 from customops.linker.target import LinkerTarget
-from customops.linker.types import Environment, Failure, FailureKind, Search, SearchAttempt
+from customops.linker.types import AttemptResult, Environment, Failure, FailureKind, Search, SearchAttempt
 
 MIN_HEADER = 52  # the smallest header open_verify accepts (sizeof(Elf32_Ehdr))
 LD_SO_BUFFER = 832  # open_verify's first read: program headers inside it need no pread()
@@ -42,13 +42,20 @@ class Verdict(Enum):
 @dataclass(frozen=True)
 class Candidate:
     verdict: Verdict
-    note: str = "found"  # what the search trace says of it
+    result: AttemptResult = AttemptResult.FOUND  # what the search trace says of it
+    detail: str = ""  # UNREADABLE's and REFUSED's reason
     failure: Failure | None = None  # OTHER_CLASS and REFUSED: what dlerror() would say
 
     @classmethod
     def refused(cls, path: str, kind: FailureKind, detail: str = "", verdict: Verdict = Verdict.REFUSED) -> Candidate:
         failure = Failure(kind, path, detail)
-        return cls(verdict, reason(failure), failure)
+        return cls(verdict, AttemptResult.REFUSED, reason(failure), failure)
+
+    def attempt(self, search_list: str, path: str) -> SearchAttempt:
+        return SearchAttempt(search_list, path, self.result, self.detail)
+
+
+MISSING = Candidate(Verdict.ABSENT, AttemptResult.NOT_FOUND)  # no file at the path
 
 
 @dataclass
@@ -75,7 +82,7 @@ class LibrarySearch:
         if path is None:
             raise LoadFailed(Failure(FailureKind.NOT_FOUND, name, NO_SUCH_FILE))
         candidate = self.verify(path)
-        if candidate.verdict == Verdict.ABSENT and (candidate.note == PERMISSION_DENIED
+        if candidate.verdict == Verdict.ABSENT and (candidate.detail == PERMISSION_DENIED
                                                     or self._access_denied(path)):
             raise LoadFailed(Failure(FailureKind.PERMISSION_DENIED, name))  # open() fails with EACCES
         if candidate.verdict == Verdict.ABSENT:
@@ -125,7 +132,7 @@ class LibrarySearch:
         if found is None:
             if loader.info.nodeflib:
                 trace.attempts.append(SearchAttempt("system directories", ":".join(self.target.system_dirs),
-                                                    "skipped: loader has DF_1_NODEFLIB"))
+                                                    AttemptResult.NODEFLIB))
             else:
                 found = self._try_dirs(name, self.target.system_dirs, "system directories", trace)
         failure = None if found is not None else self._not_found(name, trace, errno_cleared)
@@ -161,29 +168,27 @@ class LibrarySearch:
         assert self.target.cache is not None
         hit = self.target.cache.lookup(name, *self.machine)
         if hit is None:
-            trace.attempts.append(SearchAttempt("ld.so.cache", name, "not in cache"))
+            trace.attempts.append(SearchAttempt("ld.so.cache", name, AttemptResult.NOT_IN_CACHE))
             return None, False
         if loader.info.nodeflib and any(hit.startswith(d.rstrip("/") + "/") for d in self.target.system_dirs):
             # glibc 2.36 opens the cached file, then drops it; errno is 0 when the search ends.
-            trace.attempts.append(SearchAttempt("ld.so.cache", hit, "skipped: loader has DF_1_NODEFLIB"))
+            trace.attempts.append(SearchAttempt("ld.so.cache", hit, AttemptResult.NODEFLIB))
             return None, True
         candidate = self.verify(hit)
-        trace.attempts.append(SearchAttempt("ld.so.cache", hit, candidate.note))
+        trace.attempts.append(candidate.attempt("ld.so.cache", hit))
         trace.other_class |= candidate.verdict == Verdict.OTHER_CLASS
         return (hit if candidate.verdict == Verdict.OK else None), False
 
-    def _try_dirs(self, name: str, dirs: Iterable[str], source: str, trace: _Trace) -> str | None:
+    def _try_dirs(self, name: str, dirs: Iterable[str], search_list: str, trace: _Trace) -> str | None:
         """open_path: each directory, its hwcaps subdirectories first."""
         for directory in dirs:
             for sub in (*self.target.search_subdirs, ""):
                 # An empty element means the current directory: the candidate is the bare name.
                 base = directory if not directory or directory.endswith("/") else directory + "/"
                 candidate = base + (sub + "/" if sub else "") + name
-                if base and self._no_directory(base + sub):  # what verify finds, without a lookup per name
-                    checked = Candidate(Verdict.ABSENT, "not found")
-                else:
-                    checked = self.verify(candidate)
-                trace.attempts.append(SearchAttempt(source, candidate, checked.note))
+                # what verify finds in a missing directory, without a lookup per name
+                checked = MISSING if base and self._no_directory(base + sub) else self.verify(candidate)
+                trace.attempts.append(checked.attempt(search_list, candidate))
                 if checked.verdict == Verdict.OK:
                     return candidate
                 trace.other_class |= checked.verdict == Verdict.OTHER_CLASS
@@ -206,17 +211,17 @@ class LibrarySearch:
         """open_verify (elf/dl-load.c): is this candidate loadable here?"""
         host = self.host(path)
         if host is None:
-            return Candidate(Verdict.ABSENT, "not found")
+            return MISSING
         if os.path.isdir(host):  # open(O_RDONLY) succeeds, reading the ELF header fails: a hard error
             return Candidate.refused(path, FailureKind.DIRECTORY)
         try:
             fd = safeio.open_regular(host)
         except InputError as exc:
-            return Candidate(Verdict.ABSENT, exc.reason)
+            return Candidate(Verdict.ABSENT, AttemptResult.UNREADABLE, exc.reason)
         try:
             head = os.read(fd, 64)
         except OSError as exc:
-            return Candidate(Verdict.ABSENT, exc.strerror or "unreadable")
+            return Candidate(Verdict.ABSENT, AttemptResult.UNREADABLE, exc.strerror or "")
         finally:
             os.close(fd)
         return self._verify_header(path, host, head)
@@ -239,7 +244,7 @@ class LibrarySearch:
         except ElfHeaderError:  # a 64-bit header cut short: sizeof(Elf64_Ehdr) is what glibc asks for
             return Candidate.refused(path, FailureKind.FILE_TOO_SHORT)
         if header.machine != want_machine:
-            return Candidate(Verdict.OTHER_MACHINE, "wrong machine, skipped")
+            return Candidate(Verdict.OTHER_MACHINE, AttemptResult.WRONG_MACHINE)
         if header.type not in (ET_EXEC, ET_DYN):
             return Candidate.refused(path, FailureKind.NOT_LOADABLE_TYPE)
         return self._verify_program_headers(path, host, header)

@@ -1,32 +1,25 @@
 """The linker model's inputs and outputs: what a process asks of ld.so, and what ld.so does, as plain records.
 
-Outcomes are typed (StepKind, StepStatus, FailureKind) so that rules decide from the kind of failure and its
-fields; the text ld.so or dlerror() prints is rendered from a Failure by customops.linker.messages.
+Outcomes are typed (StepKind, StepStatus, FailureKind, AttemptResult; a definition's binding, type and
+visibility, a binding's relocation and reason) so that rules decide from the kind of failure and its fields; the text
+ld.so or dlerror() prints is rendered from a Failure by customops.linker.messages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+
+from customops.elf.constants import Relocation, SymbolBind, SymbolType, SymbolVisibility
+from customops.textenum import TextEnum
 
 
-class _Text(str, Enum):
-    """An enum whose members are their text, in JSON and in f-strings alike (enum.StrEnum, before 3.11)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
-
-
-class StepKind(_Text):
+class StepKind(TextEnum):
     STARTUP = "startup"
     PRELOAD = "preload"
     DLOPEN = "dlopen"
 
 
-class StepStatus(_Text):
+class StepStatus(TextEnum):
     LOADED = "loaded"
     FAILED = "failed"  # dlopen returned NULL; the process goes on
     IGNORED = "ignored"  # an LD_PRELOAD entry ld.so could not map: a warning, the process starts without it
@@ -34,12 +27,12 @@ class StepStatus(_Text):
     CRASH = "crash"  # ld.so stops on one of its assertions
 
 
-class CallStatus(_Text):
+class CallStatus(TextEnum):
     OK = "ok"
     NOT_FOUND = "not found"
 
 
-class FailureKind(_Text):
+class FailureKind(TextEnum):
     """Why ld.so refused a load, one kind for each message it can print."""
 
     NOT_FOUND = "not-found"  # no candidate in any search directory, or an explicit path that does not exist
@@ -126,11 +119,29 @@ class Scenario:
 # ---------------------------------------------------------------------------------------------
 
 
+class AttemptResult(TextEnum):
+    """What became of one candidate of a search (open_verify's answer), or why it was not tried."""
+
+    FOUND = "found"
+    NOT_FOUND = "not found"
+    UNREADABLE = "unreadable"  # it cannot be opened or read: `detail` says why, when the system did
+    REFUSED = "refused"  # not loadable here (the other ELF class included): `detail` is ld.so's reason
+    WRONG_MACHINE = "wrong machine, skipped"
+    NOT_IN_CACHE = "not in cache"
+    NODEFLIB = "skipped: loader has DF_1_NODEFLIB"
+
+
 @dataclass(frozen=True)
 class SearchAttempt:
-    source: str  # e.g. "RPATH of libtop.so", "LD_LIBRARY_PATH", "ld.so.cache", "system directories"
+    search_list: str  # e.g. "RPATH of libtop.so", "LD_LIBRARY_PATH", "ld.so.cache", "system directories"
     path: str
-    result: str  # "found", "not found", "wrong ELF class: ELFCLASS32", "wrong machine, skipped", ...
+    result: AttemptResult
+    detail: str = ""  # UNREADABLE's and REFUSED's reason, e.g. "wrong ELF class: ELFCLASS32"
+
+    @property
+    def text(self) -> str:
+        """The result as a trace shows it: its reason where it has one."""
+        return self.detail or self.result.value
 
 
 @dataclass(frozen=True)
@@ -147,10 +158,20 @@ class Definition:
     object: str  # l_name of the defining object
     symbol: bytes
     version: str | None
-    binding: str
-    type: str
-    visibility: str
+    binding: SymbolBind | int  # a number elf.h does not name stays a number
+    type: SymbolType | int
+    visibility: SymbolVisibility
     size: int
+
+
+class BindingReason(TextEnum):
+    """Why a binding's winner won, where the order of the scope alone does not say."""
+
+    SCOPE_ORDER = ""  # the first acceptable definition in scope order: nothing more to say
+    PROTECTED = "protected"  # a protected definition: the object's own references bind to it
+    SYMBOLIC = "-Bsymbolic"  # a -Bsymbolic object binds its own references to itself
+    GNU_UNIQUE = "GNU_UNIQUE: the first definition loaded in the process wins"
+    COPY_RELOCATION = "copy relocation: the executable holds the object and every reference binds to it"
 
 
 @dataclass(frozen=True)
@@ -158,11 +179,11 @@ class Binding:
     referrer: str
     symbol: bytes
     version: str | None
-    relocation: str  # "now", "lazy" or "copy"
+    relocation: Relocation  # NOW, LAZY or COPY
     weak_reference: bool
     winner: Definition | None
     losers: tuple[Definition, ...] = ()
-    reason: str = ""  # why the winner won when scope order alone does not say (unique, protected, ...)
+    reason: BindingReason = BindingReason.SCOPE_ORDER
     error: str = ""  # dlerror()'s text when the lookup of a strong reference finds no definition
 
 

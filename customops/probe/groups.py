@@ -19,7 +19,7 @@ from customops import cachedir
 from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, PROBE_ORDER, PYTORCH, TENSORFLOW, TENSORRT, probed_as
 from customops.probe.frameworks import C_API_LIBRARY, onnxruntime_library, package_file, probe_group, tensorflow_ops
 from customops.probe.results import FAILURES, PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
-from customops.triton.plan import LoadPlan, LoadStep
+from customops.triton.plan import LoadPlan, LoadStep, Purpose
 
 if TYPE_CHECKING:
     from customops.linker.target import LinkerTarget
@@ -84,7 +84,7 @@ def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]
     sessions: dict[tuple[str, str], list[LoadStep]] = {}  # (framework, model): one registry per model's session
     for step in (*plan.preloads, *plan.dlopens):
         framework = FRAMEWORK_OF_LOADER.get(step.loader)
-        if framework is None or step.purpose == "backend library" or not os.path.isfile(step.source):
+        if framework is None or step.purpose is Purpose.BACKEND_LIBRARY or not os.path.isfile(step.host_path):
             continue
         if framework not in process:
             sessions.setdefault((framework, step.model or ""), []).append(step)  # the same file twice conflicts there
@@ -102,7 +102,7 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
     probed = []
     for framework, model, steps in groups(plan):
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
-        sources = tuple(s.source for s in steps)
+        sources = tuple(s.host_path for s in steps)
         if framework == TENSORRT.probe:
             probed.append(_tensorrt_group(steps, settings, plan))
             continue
@@ -137,7 +137,7 @@ def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings, plan: 
     registers a built-in's (namespace, name, version) wins over TensorRT's own."""
     from customops.probe.tensorrt_standin import SOURCE
 
-    sources = tuple(s.source for s in steps)
+    sources = tuple(s.host_path for s in steps)
     framework = TENSORRT.probe
     own = tensorrt_library(plan, settings, sources, TENSORRT.c_api)  # its registry answers, where it loads here
     registry = own[1] if isinstance(own, tuple) else None
@@ -172,9 +172,9 @@ def tensorrt_library(plan: LoadPlan, settings: ProbeSettings, sources: tuple[str
     if target is None or major is None:
         return "no container root to find it in" if target is None else "the plugin libraries need no libnvinfer"
     name = f"{stem}.so.{major}"
-    backend = next((s for s in plan.dlopens if s.purpose == "backend library"
-                    and os.path.basename(s.source) == TENSORRT.backend_library), None)
-    loader = (backend.path, backend.source) if backend else (SERVER, target.host_path(SERVER))
+    backend = next((s for s in plan.dlopens if s.purpose is Purpose.BACKEND_LIBRARY
+                    and os.path.basename(s.host_path) == TENSORRT.backend_library), None)
+    loader = (backend.path, backend.host_path) if backend else (SERVER, target.host_path(SERVER))
     if loader[1] is None:
         return f"neither the TensorRT backend nor {SERVER} is in the container to find {name} from"
     try:
@@ -213,8 +213,8 @@ def container_library(plan: LoadPlan, framework: str) -> str | None:
         return None
     stem = f"{C_API_LIBRARY[framework]}.so"
     for step in (*plan.preloads, *plan.dlopens):
-        if step.purpose == "backend library" and os.path.basename(step.source) == described.backend_library:
-            folder = os.path.dirname(step.source)
+        if step.purpose is Purpose.BACKEND_LIBRARY and os.path.basename(step.host_path) == described.backend_library:
+            folder = os.path.dirname(step.host_path)
             paths = [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
             found = [p for p in paths if os.path.basename(p).startswith(stem) and os.path.isfile(p)
                      and not os.path.islink(p)]  # a file of the container's, not where a link points on this host
@@ -314,7 +314,7 @@ def tensorflow_registry(plan: LoadPlan, settings: ProbeSettings) -> TensorflowRe
     """The registry, or why it could not be probed."""
     framework = TENSORFLOW.probe
     steps = next((steps for name, _, steps in groups(plan) if name == framework), ())
-    sources = tuple(s.source for s in steps)
+    sources = tuple(s.host_path for s in steps)
     found: tuple[frozenset[str], str] | str = f"{settings.python} has no {framework} package"
     for runtime in runtimes(plan, settings, framework):  # the container's libtensorflow_cc.so.2, then python's
         identity = runtime or package_file(settings.python, framework)

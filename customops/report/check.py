@@ -16,7 +16,7 @@ import os
 from customops import PROJECT_URL, __version__, schemas
 from customops.cachedir import key_bytes
 from customops.codes import CODES, Severity, docs_url, help_markdown
-from customops.findings import Finding, model_of
+from customops.findings import Finding, SuppressedBy, model_of
 from customops.probe.groups import ProbedGroup
 from customops.report import related
 from customops.report.escape import dumps, github_data, github_property
@@ -83,15 +83,16 @@ def to_json(result, fail_on: Severity, exit_code: int, base: str | None, statist
                     "exit_code": exit_code, "models": len(result.models), "scope": scope(result)},
         "manifest": relative(result.manifest, base),
         "profile": relative(result.profile, base),
-        "container": {"source": facts.source, "root": result.container.target.root if result.container.target else None,
-                      "image": result.container.image, "facts": {k: v for k, v in facts.__dict__.items()}},
+        "container": {"source": facts.known_from.value,
+                      "root": result.container.target.root if result.container.target else None,
+                      "image": result.container.image, "facts": facts.record()},
         "models": [{"name": m.name, "backend": m.backend, "platform": m.platform, "versions": list(m.versions),
                     "config": relative(m.config_path, base), "op_libraries": list(m.op_libraries)}
                    for m in result.models],
         "plan": {"ld_preload": plan.ld_preload, "ld_library_path": list(plan.library_path),
                  "server_args": list(plan.server_args),
-                 "steps": [{"path": s.path, "source": relative(s.source, base), "loader": s.loader,
-                            "purpose": s.purpose, "preload": s.preload, "model": s.model,
+                 "steps": [{"path": s.path, "source": relative(s.host_path, base), "loader": s.loader.value,
+                            "purpose": s.purpose.value, "preload": s.preload, "model": s.model,
                             "entry_points": list(s.entry_points)} for s in (*plan.preloads, *plan.dlopens)]},
         "findings": [finding_record(f, base) for f in result.findings],
         "suppressed": [{**finding_record(f, base), "suppression": _suppression(f, base)} for f in result.suppressed],
@@ -129,7 +130,7 @@ def _builtin_record(group: ProbedGroup) -> dict | None:
 
 def _suppression(f: Finding, base: str | None) -> dict | None:
     s = f.suppression
-    return None if s is None else {"source": s.source, "file": relative(s.file, base), "line": s.line,
+    return None if s is None else {"source": s.suppressed_by.value, "file": relative(s.file, base), "line": s.line,
                                    "reason": s.reason}
 
 
@@ -182,7 +183,7 @@ def _sarif_result(f: Finding, used: list[str], result, base: str | None) -> dict
         entry["relatedLocations"] = others
     entry["partialFingerprints"] = {"customops/v1": _fingerprint(f, base)}
     if f.suppression is not None:
-        kind = "inSource" if f.suppression.source == "config" else "external"
+        kind = "inSource" if f.suppression.suppressed_by is SuppressedBy.CONFIG else "external"
         entry["suppressions"] = [{"kind": kind, **({"justification": f.suppression.reason}
                                                    if f.suppression.reason else {})}]
     props = {k: v for k, v in (("model", f.model), ("library", f.library), ("symbol", f.symbol)) if v}

@@ -13,7 +13,17 @@ from customops.elf.demangle import demangle
 from customops.errors import printable
 from customops.linker.prediction import Prediction
 from customops.linker.target import LinkerTarget
-from customops.linker.types import Binding, Definition, Search, StepOutcome
+from customops.linker.types import (
+    AttemptResult,
+    Binding,
+    BindingReason,
+    Definition,
+    Search,
+    SearchAttempt,
+    StepKind,
+    StepOutcome,
+    StepStatus,
+)
 from customops.report.escape import console as new_console
 from customops.report.escape import markup
 
@@ -24,14 +34,14 @@ def _definition(d: Definition | None) -> dict | None:
     if d is None:
         return None
     return {"object": d.object, "symbol": d.symbol.decode("utf-8", "surrogateescape"), "version": d.version,
-            "binding": d.binding, "type": d.type, "visibility": d.visibility, "size": d.size}
+            "binding": str(d.binding), "type": str(d.type), "visibility": d.visibility.value, "size": d.size}
 
 
 def _binding(b: Binding) -> dict:
     return {
         "referrer": b.referrer, "symbol": b.symbol.decode("utf-8", "surrogateescape"), "demangled": demangle(b.symbol),
-        "version": b.version, "relocation": b.relocation, "weak_reference": b.weak_reference,
-        "winner": _definition(b.winner), "losers": [_definition(d) for d in b.losers], "reason": b.reason,
+        "version": b.version, "relocation": b.relocation.value, "weak_reference": b.weak_reference,
+        "winner": _definition(b.winner), "losers": [_definition(d) for d in b.losers], "reason": b.reason.value,
         "error": b.error,
     }
 
@@ -50,15 +60,15 @@ def prediction_record(prediction: Prediction, target: LinkerTarget, symbols_boun
                     for o in prediction.objects],
         "steps": [
             {
-                "kind": o.kind, "request": o.request, "status": o.status, "message": o.message,
+                "kind": o.kind.value, "request": o.request, "status": o.status.value, "message": o.message,
                 "warnings": list(o.warnings), "loaded": list(o.loaded),
                 "searches": [{"name": s.name, "requested_by": s.requested_by, "found": s.found, "error": s.error,
-                              "attempts": [{"source": a.source, "path": a.path, "result": a.result}
+                              "attempts": [{"source": a.search_list, "path": a.path, "result": a.text}
                                            for a in s.attempts]} for s in o.searches],
                 "unresolved": [_binding(b) for b in o.unresolved],
                 "lazy_failures": [_binding(b) for b in o.lazy_failures],
                 "version_errors": list(o.version_errors),
-                "calls": [{"symbol": c.symbol, "status": c.status, "definition": _definition(c.definition)}
+                "calls": [{"symbol": c.symbol, "status": c.status.value, "definition": _definition(c.definition)}
                           for c in o.calls],
             }
             for o in prediction.outcomes
@@ -68,7 +78,8 @@ def prediction_record(prediction: Prediction, target: LinkerTarget, symbols_boun
 
 
 MAX_INDENT = 16  # deeper rows of the load tree say their depth: a chain thousands deep stays readable
-STATUS_STYLE = {"loaded": "green", "failed": "red", "fatal": "bold red", "crash": "bold red", "ignored": "yellow"}
+STATUS_STYLE = {StepStatus.LOADED: "green", StepStatus.FAILED: "red", StepStatus.FATAL: "bold red",
+                StepStatus.CRASH: "bold red", StepStatus.IGNORED: "yellow"}
 
 
 def _is_system(path: str, target: LinkerTarget) -> bool:
@@ -80,7 +91,7 @@ def notable_interpositions(prediction: Prediction, target: LinkerTarget) -> Iter
     Lazily: the text report shows the first 20 (a framework library has thousands, and making each one's
     record cost a third of a resolve)."""
     return (b for b in prediction.interpositions()
-            if not b.reason.startswith("copy relocation")
+            if b.reason is not BindingReason.COPY_RELOCATION
             and not (b.winner and _is_system(b.winner.object, target)
                      and all(_is_system(d.object, target) for d in b.losers)))
 
@@ -106,9 +117,9 @@ def load_trees(prediction: Prediction) -> list[list[TreeRow]]:
     depth first under the object that needed it, in load order among siblings (what libtree and lddtree
     show), with the search list that found it. The maps are built once for the whole prediction."""
     loaded_by = {o.name: o.loaded_by for o in prediction.objects}
-    preloads = {o.loaded[0] for o in prediction.outcomes if o.kind == "preload" and o.loaded}
-    preload_searches = [s for o in prediction.outcomes if o.kind == "preload" for s in o.searches]
-    return [_load_tree(o, loaded_by, preloads, preload_searches if o.kind == "startup" else [])
+    preloads = {o.loaded[0] for o in prediction.outcomes if o.kind is StepKind.PRELOAD and o.loaded}
+    preload_searches = [s for o in prediction.outcomes if o.kind is StepKind.PRELOAD for s in o.searches]
+    return [_load_tree(o, loaded_by, preloads, preload_searches if o.kind is StepKind.STARTUP else [])
             for o in prediction.outcomes]
 
 
@@ -121,7 +132,7 @@ def _load_tree(outcome: StepOutcome, loaded_by: dict[str, str | None], preloads:
     searched: dict[str, tuple[str, str]] = {}  # path -> (name asked for, search list): this step's searches
     for s in (*preload_searches, *outcome.searches):  # in the order they ran: the preloads first
         if s.found is not None and s.found not in searched:
-            searched[s.found] = (s.name, next(a.source for a in reversed(s.attempts) if a.path == s.found))
+            searched[s.found] = (s.name, next(a.search_list for a in reversed(s.attempts) if a.path == s.found))
     latest: dict[str | None, int] = {}
     children: dict[int, list[int]] = {}
     for at, name in enumerate(loaded):
@@ -133,11 +144,11 @@ def _load_tree(outcome: StepOutcome, loaded_by: dict[str, str | None], preloads:
     while pending:  # depth first without recursion: a DT_NEEDED chain may be thousands deep
         parent, at, depth = pending.pop()
         path = loaded[at]
-        name, source = searched.get(path, (path, ""))
+        name, search_list = searched.get(path, (path, ""))
         if path in preloads:
-            found_by = f"{PRELOADED}, found by {source}" if source else PRELOADED
+            found_by = f"{PRELOADED}, found by {search_list}" if search_list else PRELOADED
         else:
-            found_by = source or ("named by path" if loaded_by.get(path) else INTERPRETER)
+            found_by = search_list or ("named by path" if loaded_by.get(path) else INTERPRETER)
         rows.append(TreeRow(depth, loaded[parent], name, path, found_by))
         pending.extend((at, child, depth + 1) for child in reversed(children.get(at, [])))
     return rows
@@ -157,16 +168,16 @@ def _tree_text(rows: list[TreeRow]) -> Text:
     return text
 
 
-def _collapse(attempts) -> list[tuple[str, str, str, int]]:
+def _collapse(attempts: tuple[SearchAttempt, ...]) -> list[tuple[str, str, str, int]]:
     """One line per search directory: the plain candidate, plus how many hwcaps subdirectories were tried."""
     rows: list[tuple[str, str, str, int]] = []
     pending = 0
     for a in attempts:
-        if a.result != "found" and a.source != "ld.so.cache" and ("/glibc-hwcaps/" in a.path or "/tls/" in a.path
-                                                                   or "/x86_64/" in a.path or "/haswell/" in a.path):
+        if a.result is not AttemptResult.FOUND and a.search_list != "ld.so.cache" and (
+                "/glibc-hwcaps/" in a.path or "/tls/" in a.path or "/x86_64/" in a.path or "/haswell/" in a.path):
             pending += 1
             continue
-        rows.append((a.path, a.source, a.result, pending))
+        rows.append((a.path, a.search_list, a.text, pending))
         pending = 0
     return rows
 
@@ -193,10 +204,10 @@ def render_prediction(prediction: Prediction, target: LinkerTarget, console: Con
             if search.found is None:
                 console.print(f"         {markup(search.name)} (needed by {markup(search.requested_by)}): "
                               "not found; paths considered, in order:")
-                for i, (path, source, result, subdirs) in enumerate(_collapse(search.attempts), 1):
+                for i, (path, search_list, result, subdirs) in enumerate(_collapse(search.attempts), 1):
                     extra = f", and {subdirs} hwcaps subdirectories before it" if subdirs else ""
                     console.print(f"           {i}. {markup(path)}  "
-                                  f"[dim]({markup(source)}: {markup(result)}{extra})[/]")
+                                  f"[dim]({markup(search_list)}: {markup(result)}{extra})[/]")
         for binding in outcome.unresolved:
             console.print(f"         [red]undefined[/] {markup(demangle(binding.symbol))}"
                           f"{', version ' + markup(binding.version) if binding.version else ''} "

@@ -83,7 +83,7 @@ def _container_name(result, base: str | None) -> str:
     if result.profile:
         image = f" of {container.image}" if container.image else ""
         return f"the profile {relative(result.profile, base)}{image}"
-    return container.target.root if container.target else container.facts.source
+    return container.target.root if container.target else container.facts.known_from.value
 
 
 def _concerns(f: Finding, model) -> bool:
@@ -151,7 +151,7 @@ def _statistics(findings: list[Finding]) -> list[tuple[int, Code, Severity]]:
 
 def _facts(facts) -> list[str]:
     """The container facts the check used, one line each (--verbose)."""
-    lines = [f"source {facts.source}"]
+    lines = [f"source {facts.known_from.value}"]
     if facts.backends:
         lines.append("backends " + ", ".join(facts.backends))
     if facts.absent_backends:

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from customops.codes import Code
+from customops.elf.constants import SymbolBind, SymbolType
 from customops.elf.demangle import demangle
 from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding, Related
-from customops.linker.types import Definition
+from customops.linker.types import BindingReason, Definition
 from customops.rules import descriptors
 from customops.rules.context import RuleContext
 from customops.triton.plan import LoadStep
@@ -65,13 +66,13 @@ def check(ctx: RuleContext) -> list[Finding]:
     rivals: dict[tuple[str, str, bool, bool], list[bytes]] = defaultdict(list)  # Rivals -> the symbols
     sized: list[tuple[bytes, Definition, Definition]] = []  # data objects: their sizes may differ
     for binding in prediction.interpositions(involving=set(scope.custom) | scope.preloaded):
-        winner, unique = binding.winner, binding.reason.startswith("GNU_UNIQUE")
+        winner, unique = binding.winner, binding.reason is BindingReason.GNU_UNIQUE
         assert winner is not None
         for loser in binding.losers:
             if loser.object != winner.object:
-                strong = winner.binding == "GLOBAL" and loser.binding == "GLOBAL"
+                strong = winner.binding is SymbolBind.GLOBAL and loser.binding is SymbolBind.GLOBAL
                 rivals[(winner.object, loser.object, strong, unique)].append(binding.symbol)
-                if winner.type == "OBJECT" == loser.type:
+                if winner.type is SymbolType.OBJECT and loser.type is SymbolType.OBJECT:
                     sized.append((binding.symbol, winner, loser))
     pairs: dict[tuple[Code, str, str], list[bytes]] = defaultdict(list)
     for key, symbols in rivals.items():
@@ -135,7 +136,7 @@ PAIRINGS: tuple[tuple[Code, Pairing], ...] = (
 def _pair(code: Code, message: str, first: str, second: str, names: list[str], scope: Scope) -> Finding:
     step = scope.custom.get(first) or scope.custom.get(second)
     return Finding(code, message, model=scope.model(first, second), library=first,
-                   file=step.source if step else None, symbol=names[0], related=(Related(second),),
+                   file=step.host_path if step else None, symbol=names[0], related=(Related(second),),
                    evidence=(f"winner: {first}", f"loser: {second}", *(f"symbol: {n}" for n in names[:SHOWN])))
 
 
@@ -187,14 +188,14 @@ def same_soname(ctx: RuleContext, scope: Scope) -> list[Finding]:
             by_soname[obj.soname][identity(obj.path)] = obj.name
     findings = []
     for path, step in scope.custom.items():
-        soname = _soname_of(step.source, ctx)
+        soname = _soname_of(step.host_path, ctx)
         files = by_soname.get(soname or "", {})
-        others = {name for key, name in files.items() if key != identity(step.source)}
+        others = {name for key, name in files.items() if key != identity(step.host_path)}
         if soname and others:
             findings.append(Finding(
                 Code.CO407, f"{path} has SONAME {soname}, as a different loaded file does; every DT_NEEDED entry "
                             f"naming {soname} binds to whichever was loaded first", model=step.model, library=path,
-                file=step.source, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others)),
+                file=step.host_path, evidence=tuple(f"also loaded with this SONAME: {p}" for p in sorted(others)),
                 related=tuple(Related(p) for p in sorted(others))))
     return findings
 

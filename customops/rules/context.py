@@ -23,7 +23,8 @@ from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.linker.prediction import Prediction
 from customops.linker.types import StepOutcome
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
-from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.triton.container import FactsFrom
+from customops.triton.plan import Context, LoadPlan, LoadStep, Purpose
 from customops.triton.repository import Model
 
 ModelOps = tuple[set[tuple[str, str]], set[tuple[str, str]]]
@@ -94,7 +95,7 @@ class RuleContext:
     @property
     def custom_steps(self) -> tuple[LoadStep, ...]:
         """The steps of libraries other than backend libraries: op libraries, plugins, preloads."""
-        return tuple(s for s in self.steps if s.purpose != "backend library")
+        return tuple(s for s in self.steps if s.purpose is not Purpose.BACKEND_LIBRARY)
 
 
 def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[Model] = (),
@@ -102,8 +103,8 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
           outcomes: Sequence[tuple[LoadStep, StepOutcome]] = (), probes: Probes | None = None) -> RuleContext:
     """Read the facts the rules need, then the context."""
     steps = (*plan.preloads, *plan.dlopens)
-    custom = [s.source for s in steps if s.purpose != "backend library"]
-    sources = [s.source for s in steps]
+    custom = [s.host_path for s in steps if s.purpose is not Purpose.BACKEND_LIBRARY]
+    sources = [s.host_path for s in steps]
     loaded = [o.path for o in prediction.objects] if prediction is not None else []
     registrations = files.registrations(custom, reader)
     facts = FileFacts(
@@ -113,8 +114,8 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         registrations=registrations,
         refused_defs=_refused_defs(registrations, reader),
         setuid_server=_setuid_server(triton),
-        descriptors=protobuf_descriptors.read([s.source for s in plan.preloads], reader))
-    if triton.container.target is not None and triton.container.facts.source == "root":
+        descriptors=protobuf_descriptors.read([s.host_path for s in plan.preloads], reader))
+    if triton.container.target is not None and triton.container.facts.known_from is FactsFrom.ROOT:
         facts = _with_model_facts(facts, models, triton)
     if triton.container.target is not None and prediction is not None:
         facts = replace(facts, backends=_backends(triton))
@@ -213,7 +214,7 @@ def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence
                     ) -> RuleContext:
     """The same context over another run of the linker model (customops.app.as_if_fixed): only the identities
     of the objects it loads are read again."""
-    custom = [s.source for s in ctx.custom_steps]
+    custom = [s.host_path for s in ctx.custom_steps]
     identities = files.identities([*(o.path for o in prediction.objects), *custom])
     return replace(ctx, prediction=prediction, outcomes=tuple(outcomes),
                    files=replace(ctx.files, identities=identities))
@@ -229,4 +230,4 @@ class About(TypedDict):
 def again(first: LoadStep, second: LoadStep) -> About:
     """What a finding about `second`, loaded after `first` with which it collides, is about: its model, library
     and file, and `first` as the related library (customops.app.text_locations places both)."""
-    return {"model": second.model, "library": second.path, "file": second.source, "related": (Related(first.path),)}
+    return {"model": second.model, "library": second.path, "file": second.host_path, "related": (Related(first.path),)}

@@ -33,7 +33,7 @@ SHOWN = 10
 def check(ctx: RuleContext) -> list[Finding]:
     prediction = ctx.prediction
     assert prediction is not None
-    preloads = {s.path: s for s in ctx.plan.preloads if s.source in ctx.files.descriptors}
+    preloads = {s.path: s for s in ctx.plan.preloads if s.host_path in ctx.files.descriptors}
     replaced: dict[tuple[str, str], set[str]] = defaultdict(set)  # (preload, framework) -> .proto files
     for binding in prediction.interpositions(involving=set(preloads)):
         winner = binding.winner
@@ -45,7 +45,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     findings = []
     for (preload, framework), protos in sorted(replaced.items()):
         step = preloads[preload]
-        twice = _registered_twice(sorted(protos), ctx.files.descriptors[step.source], prediction, framework)
+        twice = _registered_twice(sorted(protos), ctx.files.descriptors[step.host_path], prediction, framework)
         if not twice:
             continue
         shown = sorted(protos)[:SHOWN]
@@ -53,7 +53,7 @@ def check(ctx: RuleContext) -> list[Finding]:
             f"preloaded {preload} replaces {len(protos)} protobuf descriptor table(s) of {framework}, and their "
             f"imports include its private copies of {len(twice)} .proto file(s) that {framework} also registers: "
             f"the server aborts at start, registering {twice[0]} twice",
-            model=step.model, library=preload, file=step.source, symbol=twice[0], related=(Related(framework),),
+            model=step.model, library=preload, file=step.host_path, symbol=twice[0], related=(Related(framework),),
             predicted=f"File already exists in database: {twice[0]}",
             evidence=(f"winner: {preload}", f"loser: {framework}",
                       *(f"replaced table: {table_symbol(p).decode()} ({p})" for p in shown),

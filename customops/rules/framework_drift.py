@@ -25,7 +25,7 @@ def rebuild_against(step: LoadStep, framework: str, where: str, beside: tuple[st
     pattern = re.compile(re.escape(framework) + r"\.(\d+(?:\.\d+)*)")
     versions = [m.group(1) for m in map(pattern.fullmatch, names) if m]
     major = framework.rsplit(".so.", 1)[-1] if ".so." in framework else ""
-    fact = ctx.container.facts.version_of(step.loader)
+    fact = ctx.container.facts.version_of(step.loader.value)
     version = (f"{major}.{versions[0]}" if versions else
                fact if isinstance(fact, str) and re.fullmatch(r"\d+(\.\d+)+", fact) else None)
     if version:

@@ -38,7 +38,7 @@ def unusable_preloads(ctx: RuleContext) -> list[Finding]:
                        "set-user-ID libraries from the standard directories, by name)")
         if problem:
             findings.append(Finding(Code.CO307, f"LD_PRELOAD entry {step.path!r} {problem}", model=step.model,
-                                    library=step.path, file=step.source))
+                                    library=step.path, file=step.host_path))
     return findings
 
 
@@ -54,7 +54,7 @@ def preload_reaches_stubs(ctx: RuleContext) -> list[Finding]:
     return [Finding(
         Code.CO602, f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
                     f"{', '.join(sorted(python_models))}",
-        evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].source)]
+        evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].host_path)]
 
 
 @emits(Code.CO601)
@@ -63,7 +63,7 @@ def writable(ctx: RuleContext) -> list[Finding]:
     ran); a sticky directory is not."""
     findings = []
     for step in ctx.steps:
-        host = step.source
+        host = step.host_path
         for path in (host, os.path.dirname(host)):
             mode = ctx.files.modes.get(path)
             if mode is None:
@@ -72,7 +72,7 @@ def writable(ctx: RuleContext) -> list[Finding]:
                 who = "others" if mode & stat.S_IWOTH else "group"
                 findings.append(Finding(Code.CO601, f"{path} is writable by {who} ({stat.filemode(mode)}); whoever "
                                                     "can write it runs code in the server", model=step.model,
-                                        library=step.path, file=step.source))
+                                        library=step.path, file=step.host_path))
     return findings
 
 
@@ -87,11 +87,11 @@ def from_elsewhere(ctx: RuleContext) -> list[Finding]:
     checkouts = tuple(c.rstrip("/") + "/" for c in triton.checkouts)
     findings = []
     for step in ctx.steps:
-        source = os.path.abspath(step.source)
+        source = os.path.abspath(step.host_path)
         if step.path.startswith(trusted) or source.startswith(checkouts) or any(
                 step.path.startswith(c.rstrip("/") + "/") for c, _h in triton.mounts):
             continue
         findings.append(Finding(Code.CO603, f"{step.path} is loaded from outside the model repository and the "
                                             "container's library directories", model=step.model, library=step.path,
-                                file=step.source))
+                                file=step.host_path))
     return findings

@@ -16,7 +16,7 @@ from customops.elf.demangle import demangle
 from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding, amended
-from customops.frameworks import ONNXRUNTIME, TENSORRT
+from customops.frameworks import ONNXRUNTIME
 from customops.linker.types import (
     NOT_LOADABLE,
     Binding,
@@ -25,6 +25,7 @@ from customops.linker.types import (
     Failure,
     FailureKind,
     Search,
+    SearchAttempt,
     StepKind,
     StepOutcome,
     StepStatus,
@@ -32,7 +33,7 @@ from customops.linker.types import (
 from customops.rules.context import RuleContext
 from customops.rules.framework_drift import framework_of, rebuild_against
 from customops.rules.versions import Mismatch, major_mismatch, major_mismatches, version_shortfalls
-from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
 
 SHOWN = 20
 CPYTHON = re.compile(rb"^_?Py[A-Z_]")  # the Python C API's naming: PyModule_Create2, _Py_NoneStruct, Py_BuildValue
@@ -73,7 +74,7 @@ def _from_facts(rules: RuleContext) -> list[Finding]:
     findings: list[Finding] = []
     for step in rules.steps:
         try:
-            info = rules.reader.read(step.source)
+            info = rules.reader.read(step.host_path)
         except ElfError:
             continue
         findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
@@ -85,7 +86,7 @@ def _from_facts(rules: RuleContext) -> list[Finding]:
 
 def _mismatches(step: LoadStep, reader: ElfReader, facts) -> list[Mismatch]:
     try:
-        return major_mismatches(reader.read(step.source), facts)
+        return major_mismatches(reader.read(step.host_path), facts)
     except ElfError:
         return []
 
@@ -118,7 +119,7 @@ def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...]) -> list[Find
 
 
 def _about(step: LoadStep) -> dict:
-    return {"model": step.model, "library": step.path, "file": step.source}
+    return {"model": step.model, "library": step.path, "file": step.host_path}
 
 
 def _what(step: LoadStep) -> str:
@@ -143,11 +144,11 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
     for call in outcome.calls:
         if call.status == CallStatus.OK:
             continue
-        if step.purpose == "backend library":
+        if step.purpose is Purpose.BACKEND_LIBRARY:
             findings.append(missing_entry_point(step, call))
         elif call.symbol in ONNXRUNTIME.entry_points:
             findings.append(missing_register_custom_ops(step, call))
-    if step.loader == TENSORRT.backend and step.purpose == "plugin library" and findings:
+    if step.loader is LoadedBy.TENSORRT and step.purpose is Purpose.PLUGIN_LIBRARY and findings:
         findings = [_trt_logged(f) for f in findings]
     return findings
 
@@ -155,7 +156,8 @@ def _step(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: ElfReader,
 def _as_the_core_says(step: LoadStep, finding: Finding) -> Finding:
     """A backend library the core cannot dlopen: its message is the core's (shared_library.cc
     OpenLibraryHandle), with dlerror() after its prefix."""
-    if step.purpose != "backend library" or not finding.predicted or finding.predicted.startswith(LOAD_FAILED):
+    if (step.purpose is not Purpose.BACKEND_LIBRARY or not finding.predicted
+            or finding.predicted.startswith(LOAD_FAILED)):
         return finding
     return amended(finding, predicted=LOAD_FAILED + finding.predicted)
 
@@ -304,12 +306,12 @@ def _symbols(bindings: tuple[Binding, ...]) -> tuple[str, ...]:
 def _trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
     """Every path tried, with where the directory came from: an LD_LIBRARY_PATH entry says why launch sets
     it (the plan's reason), since it applies to every library of the server, not only to those it is for."""
-    def source(attempt) -> str:
-        if attempt.source == "LD_LIBRARY_PATH" and plan is not None:
-            return f"{attempt.source}, {plan.library_path_reason(attempt.path)}"
-        return attempt.source
+    def search_list(attempt: SearchAttempt) -> str:
+        if attempt.search_list == "LD_LIBRARY_PATH" and plan is not None:
+            return f"{attempt.search_list}, {plan.library_path_reason(attempt.path)}"
+        return attempt.search_list
 
-    return tuple(f"tried {a.path} ({source(a)}: {a.result})" for a in search.attempts
+    return tuple(f"tried {a.path} ({search_list(a)}: {a.text})" for a in search.attempts
                  if "/glibc-hwcaps/" not in a.path and "/tls/" not in a.path)
 
 

@@ -104,12 +104,12 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
     members = group.members()
     for index, (step, alone, together) in enumerate(members):
         if alone.status in FAILURES:
-            own = group.in_container(step.source) if other else None
+            own = group.in_container(step.host_path) if other else None
             if own is not None and own.status in FAILURES:  # the container's own framework fails too: a verdict
                 label = f"the container's {group.framework} {own.framework_version or other}"
                 found.append(fails_to_load(
                     f"{step.path} fails to load with {label}: {own.message}", model=step.model,
-                    library=step.path, file=step.source, predicted=own.message,
+                    library=step.path, file=step.host_path, predicted=own.message,
                     evidence=(f"probe ({label}, its libtorch without Python): {own.status.value} when loaded "
                               f"alone: {own.message}",
                               f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}")))
@@ -122,7 +122,7 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
                 f"{step.path} fails to load with {_label(group)}"
                 f"{f' (the container ships {other})' if other else ''}: {alone.message}",
                 severity=Severity.INFO if other else None, model=step.model,
-                library=step.path, file=step.source, predicted=alone.message,
+                library=step.path, file=step.host_path, predicted=alone.message,
                 evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",
                           *differs, *loads)))
         elif together.status in FAILURES:
@@ -131,7 +131,7 @@ def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
             session = f"one session of model '{group.model}'" if group.model else "one process"
             found.append(duplicate_registration(
                 f"{step.path} loads alone but fails after {', '.join(s.path for s in earlier)} in {session}: "
-                         f"{together.message}", model=step.model, library=step.path, file=step.source,
+                         f"{together.message}", model=step.model, library=step.path, file=step.host_path,
                 symbol=shared[0] if shared else None, predicted=together.message,
                 evidence=(f"probe ({_label(group)}): {together.status.value} when loaded after "
                           f"{', '.join(s.path for s in earlier)} ({together.message}); loads alone",
@@ -157,7 +157,7 @@ def _shadowed(group: ProbedGroup) -> list[Finding]:
         found.append(duplicate_registration(
             f"{step.path} registers {len(names)} TensorFlow op(s) that {winners[0].path} registered first "
                      f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): TensorFlow silently keeps the "
-                     "first library's", model=step.model, library=step.path, file=step.source, symbol=names[0],
+                     "first library's", model=step.model, library=step.path, file=step.host_path, symbol=names[0],
             evidence=(f"probe ({_label(group)}): alone it registers {', '.join(names[:10])}; loaded after "
                       f"{', '.join(s.path for s in winners)} it registers {len(together.registered)} op(s)",)))
     return found

@@ -29,7 +29,7 @@ NOTE = "TensorRT says so only in its verbose log; the server starts"
 
 def check(group: ProbedGroup) -> list[Finding]:
     """The findings of the TensorRT group: the libraries in the server's load order."""
-    paths = {os.path.abspath(step.source): step.path for step in group.steps}
+    paths = {os.path.abspath(step.host_path): step.path for step in group.steps}
     offered = {r.library: _parsed(r) for r in group.together}
     found: list[Finding] = []
     for step, alone, together in group.members():
@@ -98,7 +98,7 @@ def _shadowed(step: LoadStep, refused: list[Registration], paths: dict[str, str]
         f"{step.path} registers {len(names)} TensorRT plugin creator(s) that {winner} registered first "
         f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): TensorRT's registry refuses the second "
         f"registration, {gets}", model=step.model, library=step.path,
-        file=step.source, symbol=names[0],
+        file=step.host_path, symbol=names[0],
         predicted=f"Plugin creator already registered - {first.namespace}::{first.name} version {first.version}",
         evidence=(f"probe ({standin}): loaded after {paths.get(os.path.abspath(first.other or ''), first.other)}, its "
                   f"registerCreator calls were refused for {', '.join(names[:10])}", NOTE),
@@ -115,7 +115,7 @@ def _replaces(step: LoadStep, registration: Registration, paths: dict[str, str],
         f"{step.path} registers {registration.identity} in namespace '{registration.filed_in}', where {earlier} "
         f"registered {plugin} before: TensorRT's registry files it in that one's place, and getCreator finds "
         f"neither ({step.path}'s creator names namespace '{registration.namespace}')", model=step.model,
-        library=step.path, file=step.source, symbol=registration.identity,
+        library=step.path, file=step.host_path, symbol=registration.identity,
         predicted=f"getPluginCreator could not find plugin {registration.name} version {registration.version}",
         evidence=(f"probe ({standin}): loaded after {earlier}, its registerCreator(creator, "
                   f"\"{registration.filed_in}\") was accepted in place of {earlier}'s",
@@ -133,7 +133,7 @@ def unreachable(step: LoadStep, lost: list[Registration], standin: str) -> Findi
         Code.CO411, f"{step.path} registers {len(names)} TensorRT plugin creator(s) in a namespace other than their "
         f"own ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}; registered in '{first.filed_in}'): TensorRT's "
         "registry files them where getCreator never finds them, so no engine gets them", model=step.model,
-        library=step.path, file=step.source, symbol=names[0],
+        library=step.path, file=step.host_path, symbol=names[0],
         predicted=f"getPluginCreator could not find plugin {first.name} version {first.version}",
         evidence=(f"probe ({standin}): registerCreator(creator, \"{first.filed_in}\") for a creator whose "
                   f"getPluginNamespace() is '{first.namespace}'",))
@@ -145,7 +145,7 @@ def unseen(step: LoadStep, message: str, status: ProbeStatus) -> Finding:
     getCreators entry point), or a failure or crash against the stand-in."""
     what = "registered no plugin creator" if status is ProbeStatus.LOADED else f"could not be probed: {message}"
     return Finding(Code.CO410, f"TensorRT plugin library {step.path} {what}", model=step.model, library=step.path,
-                   file=step.source, evidence=(f"probe: {message}",) if message else ())
+                   file=step.host_path, evidence=(f"probe: {message}",) if message else ())
 
 
 def _builtins_shadowed(group: ProbedGroup, offered: dict[str, list[Registration]]) -> list[Finding]:
@@ -153,7 +153,7 @@ def _builtins_shadowed(group: ProbedGroup, offered: dict[str, list[Registration]
     builtin = group.builtin
     if builtin is None or builtin.result is None or builtin.result.status is not ProbeStatus.LOADED:
         return []
-    steps = {os.path.abspath(step.source): step for step in group.steps}
+    steps = {os.path.abspath(step.host_path): step for step in group.steps}
     paths = {source: step.path for source, step in steps.items()}
     taken: dict[str, list[Registration]] = {}
     for registration in _parsed(builtin.result):
@@ -173,7 +173,7 @@ def _shadows_builtin(step: LoadStep, refused: list[Registration], builtin: Built
         f"{step.path} registers {len(names)} of TensorRT's built-in plugin creator(s) of {builtin.path} "
         f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}): the server initializes TensorRT's plugins "
         f"(initLibNvInferPlugins) after loading the plugin libraries, so the registry refuses the built-in and {gets}",
-        model=step.model, library=step.path, file=step.source, symbol=names[0],
+        model=step.model, library=step.path, file=step.host_path, symbol=names[0],
         predicted=f"Plugin creator already registered - {first.namespace}::{first.name} version {first.version}",
         evidence=(f"probe ({standin}): {builtin.path}'s initLibNvInferPlugins, called after the plugin libraries, "
                   f"was refused {', '.join(names[:10])}, registered first by {step.path}", NOTE),

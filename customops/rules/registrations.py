@@ -32,9 +32,9 @@ from customops.codes import Code, Severity
 from customops.emitters import emits
 from customops.findings import Finding
 from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
-from customops.inspect.registrations import RefusedDef, Registration
+from customops.inspect.registrations import FoundIn, RefusedDef, Registration
 from customops.rules.context import RuleContext, again
-from customops.triton.plan import LoadStep
+from customops.triton.plan import LoadedBy, LoadStep
 
 TORCH = PYTORCH.probe  # what Torch registrations are registered with
 NEEDS_PREDICTION = False
@@ -43,7 +43,7 @@ OVERRIDDEN = "Overriding a previously registered kernel for the same operator an
 
 def check(ctx: RuleContext) -> list[Finding]:
     steps = list(ctx.custom_steps)
-    registrations = {step: ctx.files.registrations.get(step.source, ()) for step in steps}
+    registrations = {step: ctx.files.registrations.get(step.host_path, ()) for step in steps}
     loaded = _distinct_files(steps, ctx)  # Torch registers in static initialisers: once per file ld.so maps
     torch = _torch(loaded, registrations)
     torch += _torch_copies(loaded, registrations, ctx, {f.library for f in torch})
@@ -58,7 +58,7 @@ def _distinct_files(steps: list[LoadStep], ctx: RuleContext) -> list[LoadStep]:
     seen: set[tuple[int, int]] = set()
     kept = []
     for step in steps:
-        identity = ctx.files.identities.get(step.source)
+        identity = ctx.files.identities.get(step.host_path)
         if identity is not None and identity in seen:
             continue
         if identity is not None:
@@ -107,7 +107,7 @@ def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Findi
             continue
         known, unknown = _namespaced_ops(found)
         registered |= {ns for ns, _ in known}  # a schema defined in a namespace registers the namespace
-        if any(r.source == "symtab" for r in found if r.framework == TORCH):
+        if any(r.found_in is FoundIn.SYMTAB for r in found if r.framework == TORCH):
             continue
         if library.api != "stable" or not _schemas(found):
             return []  # stripped, its schemas not all readable: it may register any namespace
@@ -226,7 +226,7 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
     registration of the second runs again, whatever is left of its `.symtab` (_copy_fate)."""
     by_content: dict[str, list[LoadStep]] = defaultdict(list)
     for step in steps:
-        digest = ctx.files.digests.get(step.source)
+        digest = ctx.files.digests.get(step.host_path)
         if digest is not None and _op_library(registrations[step]) is not None:
             by_content[digest].append(step)
     findings = []
@@ -239,14 +239,14 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
         if second.path in reported:
             continue
         found = registrations[second]
-        refusal = ctx.files.refused_defs.get(second.source)
+        refusal = ctx.files.refused_defs.get(second.host_path)
         schemas = _schemas(found)
         evidence = [f"same content as {first.path}: ld.so loads both files, and their static initialisers register "
                     "with torch twice"]
         if schemas:
             evidence.append("schemas it defines (read from its strings): " + ", ".join(schemas[:10])
                             + (" ..." if len(schemas) > 10 else ""))
-        if not any(r.source == "symtab" for r in found if r.framework == TORCH):
+        if not any(r.found_in is FoundIn.SYMTAB for r in found if r.framework == TORCH):
             evidence.append("its namespaces are not readable (no .symtab); its imports show it defines schemas")
         if refusal is not None and any(r.api == "stable" for r in found if r.framework == TORCH):
             evidence.append(_refusal_evidence(refusal))
@@ -284,7 +284,7 @@ def _survives(found: tuple[Registration, ...], refusal: RefusedDef | None) -> bo
     """Whether loading the library goes on when torch refuses its schema definitions: its `.symtab` shows only
     stable-ABI fragment and kernel blocks (StableLibrary's; a refused STABLE_TORCH_LIBRARY namespace leaves a null
     handle that its first def() crashes on) and its def() does not check the shim's error code."""
-    blocks = [r for r in found if r.framework == TORCH and r.source == "symtab"]
+    blocks = [r for r in found if r.framework == TORCH and r.found_in is FoundIn.SYMTAB]
     return (refusal is RefusedDef.IGNORED and bool(blocks) and all(r.api == "stable" for r in blocks)
             and not any(r.kind == "namespace" for r in blocks))
 
@@ -323,10 +323,10 @@ def _torch_schemas(steps: list[LoadStep], registrations: dict, ctx: RuleContext,
         if second.path in reported:
             continue
         known, unknown = _namespaced_ops(registrations[second])
-        refusal = ctx.files.refused_defs.get(second.source)
+        refusal = ctx.files.refused_defs.get(second.host_path)
         for first in libraries[:index]:
-            if first.path == second.path or ctx.files.digests.get(first.source) == ctx.files.digests.get(
-                    second.source) is not None:
+            if first.path == second.path or ctx.files.digests.get(first.host_path) == ctx.files.digests.get(
+                    second.host_path) is not None:
                 continue
             first_known, first_unknown = _namespaced_ops(registrations[first])
             shared = sorted(f"{ns}::{op}" for ns, op in known & first_known)
@@ -369,9 +369,9 @@ def _schema_clash(first: LoadStep, second: LoadStep, ops: list[str], known: bool
 
 
 def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> list[Finding]:
-    by_content: dict[tuple[str, str], list[LoadStep]] = defaultdict(list)
+    by_content: dict[tuple[LoadedBy, str], list[LoadStep]] = defaultdict(list)
     for step in steps:
-        digest = ctx.files.digests.get(step.source)
+        digest = ctx.files.digests.get(step.host_path)
         if digest is not None:
             by_content[(step.loader, digest)].append(step)
     findings = []
@@ -380,17 +380,17 @@ def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> lis
             continue
         frameworks = {r.framework for s in copies for r in registrations[s]}
         first, second = copies[0], copies[1]
-        if loader == TENSORFLOW.backend and TENSORFLOW.probe in frameworks and first.path != second.path:
+        if loader is LoadedBy.TENSORFLOW and TENSORFLOW.probe in frameworks and first.path != second.path:
             findings.append(duplicate_registration(
                 f"{second.path} is a copy of {first.path}: TensorFlow silently drops the ops it registers "
                 "again; the models share the first copy's ops", severity=Severity.WARNING,
                 **again(first, second), evidence=(f"same content as {first.path}",)))
-        elif loader == ONNXRUNTIME.backend and first.model == second.model:
+        elif loader is LoadedBy.ONNXRUNTIME and first.model == second.model:
             findings.append(duplicate_registration(
                 f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
                 "creating its session fails", **again(first, second),
                 predicted="Domain already set in registry"))
-        elif loader == TENSORRT.backend and TENSORRT.probe in frameworks:
+        elif loader is LoadedBy.TENSORRT and TENSORRT.probe in frameworks:
             findings.append(duplicate_registration(
                 f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
                 "library's win", **again(first, second),

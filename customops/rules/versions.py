@@ -62,8 +62,8 @@ def string_abi_mismatches(ctx: RuleContext) -> list[Finding]:
     findings = []
     for step in ctx.custom_steps:
         try:
-            info = reader.read(step.source)
-            mine = abi(step.source)
+            info = reader.read(step.host_path)
+            mine = abi(step.host_path)
         except ElfError:
             continue
         for needed in info.needed:
@@ -77,7 +77,7 @@ def string_abi_mismatches(ctx: RuleContext) -> list[Finding]:
                 flavour, other = ("pre-C++11", "C++11") if old_vs_new else ("C++11", "pre-C++11")
                 findings.append(Finding(Code.CO503, f"{step.path} uses the {flavour} std::string ABI; {needed} in "
                                                     f"the container uses the {other} one", model=step.model,
-                                        library=step.path, file=step.source))
+                                        library=step.path, file=step.host_path))
     return findings
 
 

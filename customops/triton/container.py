@@ -19,6 +19,7 @@ from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_X, PT_LOAD
 from customops.errors import InputError
 from customops.frameworks import PYTORCH, TENSORFLOW, VERSIONED, Framework, named
 from customops.linker.target import LinkerTarget, live_target, target_for_root
+from customops.textenum import TextEnum
 from customops.triton.serverargs import (  # noqa: F401  (SERVER, SERVER_CWD, STAND_IN_HOSTS: imported from here)
     DEFAULT_BACKEND_DIRECTORY,
     SERVER,
@@ -32,6 +33,14 @@ if TYPE_CHECKING:  # the ELF reader brings numpy: launch's cached start uses onl
     from customops.elf.records import ElfInfo
 
 DEFAULT_BACKEND_DIR = DEFAULT_BACKEND_DIRECTORY
+
+
+class FactsFrom(TextEnum):
+    """Where a container's facts were read: its files, a profile of them, or the release table."""
+
+    ROOT = "root"
+    PROFILE = "profile"
+    RELEASE = "release"
 
 
 @dataclass(frozen=True)
@@ -48,13 +57,18 @@ class ContainerFacts:
     glibc: str | None = None  # highest GLIBC_x defined by the container's libc
     glibcxx: str | None = None
     cxxabi: str | None = None
-    source: str = "root"  # root | profile | release
+    known_from: FactsFrom = FactsFrom.ROOT
     missing: tuple[str, ...] = ()  # checks that need the container's files and cannot run
 
     def version_of(self, backend: str) -> str | None:
         """The version of the framework whose Triton backend is `backend` (None: unknown, or not a framework)."""
         framework = named(backend)
         return getattr(self, framework.backend) if framework in VERSIONED else None
+
+    def record(self) -> dict[str, Any]:
+        """The facts as profiles and the JSON report write them: `known_from` is their "source"."""
+        return {("source" if key == "known_from" else key): (value.value if isinstance(value, FactsFrom) else value)
+                for key, value in self.__dict__.items()}
 
 
 @dataclass(frozen=True)
@@ -267,8 +281,9 @@ def from_release(release: str) -> Container:
     facts = ContainerFacts(triton_version=row.get("server"),  # the table says which releases ship TensorFlow's
                            absent_backends=() if row.get(f"{TENSORFLOW.backend}_backend") else (TENSORFLOW.backend,),
                            cuda=row.get("cuda"), glibc=row.get("glibc"),
-                           source="release", missing=("loading and symbol resolution (needs the container's "
-                                                      "libraries: use --container-root or a profile)",))
+                           known_from=FactsFrom.RELEASE,
+                           missing=("loading and symbol resolution (needs the container's libraries: use "
+                                    "--container-root or a profile)",))
     return Container(replace(facts, **{f.backend: row.get(f.backend) for f in VERSIONED}), None)
 
 
@@ -292,7 +307,8 @@ def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Contain
     for key in ("backends", "absent_backends"):
         facts[key] = tuple(facts.get(key, ()))
     skeleton = materialize(data, Path(cache_dir) if cache_dir is not None else None, path)
-    facts["source"] = "profile"
+    facts.pop("source", None)  # what the profile was made from: this container's facts are known from it
+    facts["known_from"] = FactsFrom.PROFILE
     facts["missing"] = () if skeleton else (
         "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
     target = target_for_root(skeleton) if skeleton else None

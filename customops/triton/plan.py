@@ -12,7 +12,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from customops import chroot
+from customops import chroot, frameworks
+from customops.textenum import TextEnum
 from customops.triton.serverargs import SERVER_CWD
 
 if TYPE_CHECKING:  # launch's cached path builds a Context from the manifest alone (customops.app.launch)
@@ -20,6 +21,27 @@ if TYPE_CHECKING:  # launch's cached path builds a Context from the manifest alo
     from customops.frameworks import Framework
     from customops.triton.container import Container
     from customops.triton.manifest import Manifest
+
+
+class Purpose(TextEnum):
+    """Why the server loads a library: what a step is, in findings and reports."""
+
+    BACKEND_LIBRARY = "backend library"
+    OP_LIBRARY = "op library"
+    PLUGIN_LIBRARY = "plugin library"
+    PRELOAD = "preload"
+
+
+class LoadedBy(TextEnum):
+    """Whose loading a step is: a framework backend's (its value is the descriptor's backend name, so that
+    `LoadedBy(framework.backend)` is its member), any backend's own library, or the host's preloads."""
+
+    TENSORFLOW = frameworks.TENSORFLOW.backend
+    ONNXRUNTIME = frameworks.ONNXRUNTIME.backend
+    PYTORCH = frameworks.PYTORCH.backend
+    TENSORRT = frameworks.TENSORRT.backend
+    BACKEND = "backend"
+    HOST = "host"
 
 
 @dataclass(frozen=True)
@@ -39,9 +61,9 @@ class Written:
 @dataclass(frozen=True)
 class LoadStep:
     path: str  # target path, as the server will open it
-    source: str  # checkout/host path of the file, for findings and reports
-    loader: str  # tensorflow | onnxruntime | pytorch | tensorrt | backend | host
-    purpose: str  # "backend library", "op library", "plugin library", "preload"
+    host_path: str  # checkout/host path of the file, for findings and reports
+    loader: LoadedBy
+    purpose: Purpose
     preload: bool = False  # LD_PRELOAD (global scope at exec) instead of dlopen
     lazy: bool = False
     model: str | None = None
@@ -194,7 +216,7 @@ def preloaded(ctx: Context, framework: Framework) -> LoaderResult:
     if not paths or framework.manifest is None:
         return LoaderResult()
     key = framework.manifest.entry
-    steps = tuple(LoadStep(ctx.container_path(p), p, framework.backend, "preload", preload=True,
+    steps = tuple(LoadStep(ctx.container_path(p), p, LoadedBy(framework.backend), Purpose.PRELOAD, preload=True,
                            written=in_manifest(ctx, key, p)) for p in paths)
     return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{framework.backend}",),
                         library_path_for=framework.manifest.why)

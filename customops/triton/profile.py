@@ -25,7 +25,6 @@ import posixpath
 import stat
 import struct
 import zlib
-from dataclasses import asdict
 
 from customops import chroot, outputs, safeio, schemas
 from customops.elf.constants import (
@@ -91,7 +90,7 @@ def create(container, server_args: tuple[str, ...] = (), image: str | None = Non
         cache = _encode(safeio.read_bytes(cache_path, safeio.LD_CACHE_LIMIT))
     return {
         "schema": PROFILE_SCHEMA,
-        "facts": asdict(container.facts),
+        "facts": container.facts.record(),
         "image": image,
         "backend_dir": container.backend_dir,
         "server": container.server,

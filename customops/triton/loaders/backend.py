@@ -19,7 +19,7 @@ from customops.emitters import emits
 from customops.findings import Finding
 from customops.frameworks import PYTHON
 from customops.triton.loaders import FRAMEWORKS, OP_LIBRARY_BACKENDS
-from customops.triton.plan import Context, LoaderResult, LoadStep, Written
+from customops.triton.plan import Context, LoadedBy, LoaderResult, LoadStep, Purpose, Written
 from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model
 
@@ -182,7 +182,7 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
     if first:
         field = "runtime" if model.runtime else "backend"  # the config field naming it (else its platform)
         written = Written(model.config_path, getattr(model, field), field) if model.config_path else None
-        steps = (LoadStep(library, ctx.source(library), "backend", "backend library", model=model.name,
+        steps = (LoadStep(library, ctx.source(library), LoadedBy.BACKEND, Purpose.BACKEND_LIBRARY, model=model.name,
                           entry_points=(REQUIRED_ENTRY_POINT,), written=written),)
     return LoaderResult(steps=steps, findings=tuple(findings))
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from customops.codes import Code
 from customops.emitters import emits
 from customops.frameworks import TENSORFLOW, Framework
-from customops.triton.plan import Context, LoaderResult, LoadStep, Written, preloaded
+from customops.triton.plan import Context, LoadedBy, LoaderResult, LoadStep, Purpose, Written, preloaded
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.findings import Finding
@@ -40,8 +40,9 @@ def op_libraries(model: Model, ctx: Context, backend_library: str, framework: Fr
         path = ctx.absolute(written)
         text = Written(model.config_path, written, "op_library_filename", model.op_libraries[:n].count(written)) \
             if model.config_path else None
-        steps.append(LoadStep(path, ctx.source(path), framework.backend, "op library", model=model.name,
-                              entry_points=framework.entry_points, caller=backend_library, written=text))
+        steps.append(LoadStep(path, ctx.source(path), LoadedBy(framework.backend), Purpose.OP_LIBRARY,
+                              model=model.name, entry_points=framework.entry_points, caller=backend_library,
+                              written=text))
     return LoaderResult(steps=tuple(steps), findings=tuple(findings))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from customops.frameworks import TENSORRT
-from customops.triton.plan import Context, LoaderResult, LoadStep, in_manifest
+from customops.triton.plan import Context, LoadedBy, LoaderResult, LoadStep, Purpose, in_manifest
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
@@ -24,8 +24,8 @@ def process(ctx: Context) -> LoaderResult:
     if not paths:
         return LoaderResult()
     if manifest.load(FRAMEWORK) == "preload":
-        return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, FRAMEWORK.backend, "preload", preload=True,
-                                                 written=in_manifest(ctx, PLUGINS, p)) for p in paths))
+        return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, LoadedBy.TENSORRT, Purpose.PRELOAD,
+                                                 preload=True, written=in_manifest(ctx, PLUGINS, p)) for p in paths))
     setting = f"{FRAMEWORK.backend},{FRAMEWORK.plugins}=" + ";".join(ctx.container_path(p) for p in paths)
     return LoaderResult(server_args=(f"--backend-config={setting}",))
 
@@ -39,5 +39,5 @@ def for_model(model: Model, ctx: Context, library: str, first: bool) -> LoaderRe
     written = {ctx.container_path(p): in_manifest(ctx, PLUGINS, p) for p in reversed(ours)}  # the first wins
     paths = dict.fromkeys([*ctx.server_plugins, *(ctx.container_path(p) for p in ours)])
     return LoaderResult(steps=tuple(  # a plugin of the server's command line is written in no text here
-        LoadStep(path, ctx.source(path), FRAMEWORK.backend, "plugin library", model=model.name, caller=library,
+        LoadStep(path, ctx.source(path), LoadedBy.TENSORRT, Purpose.PLUGIN_LIBRARY, model=model.name, caller=library,
                  written=written.get(path)) for path in paths))
