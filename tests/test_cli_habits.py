@@ -4,7 +4,6 @@ on a usage error, help for every option, -q/-v, --color, --statistics, and `scan
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import os
 import re
@@ -17,6 +16,7 @@ import pytest
 from terminal import run_on_terminal
 
 from customops.cli import SUBCOMMANDS, Formatter, build_parser
+from customops.findings import amended
 from fixtures.example import install
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def test_verbose_adds_container_facts_and_what_each_clean_model_loads(example):
 
 def test_verbose_shows_every_evidence_line_the_default_report_cuts(example):
     result = example_result(example)
-    long = dataclasses.replace(result.findings[0], evidence=tuple(f"evidence line {i}" for i in range(20)))
+    long = amended(result.findings[0], evidence=tuple(f"evidence line {i}" for i in range(20)))
     result.findings[0] = long
     default, verbose = rendered(result), rendered(result, verbosity=1)
     assert "evidence line 11" in default and "evidence line 12" not in default
