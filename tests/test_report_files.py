@@ -186,7 +186,8 @@ def test_the_sarif_is_valid_and_every_location_resolves_from_the_repository_root
                for r in rules)
     for rule in rules:  # the code's page, less its example and references (they stay on the page)
         page = (ROOT / "docs" / "codes" / f"{rule['id']}.md").read_text()
-        assert all(section in page for section in rule["help"]["markdown"].split("\n## ")), rule["id"]
+        help_text, _, closing = rule["help"]["markdown"].rpartition("\n\n")
+        assert all(section in page for section in help_text.split("\n## ")) and page.endswith(closing), rule["id"]
 
 
 def test_the_junit_report_is_valid_by_jenkins_schema_one_suite_per_model_one_case_per_finding(checkout, tmp_path):
