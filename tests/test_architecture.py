@@ -227,6 +227,7 @@ RULE_PARTS = {  # a module of rules/ that is part of a rule module, not one itse
     "customops.rules.descriptors": "customops.rules.collisions",  # its CO406 is made by .registrations' emitter
     "customops.rules.framework_drift": "customops.rules.loading",  # CO504's facts: which framework, what version
     "customops.rules.probed_tensorrt": "customops.rules.probed",  # check(group), for the TensorRT group
+    "customops.rules.version_nodes": "customops.rules.loading",  # CO306, CO505: a version node nobody defines
 }
 
 

@@ -32,6 +32,7 @@ from customops.linker.types import (
 )
 from customops.rules.context import RuleContext
 from customops.rules.framework_drift import framework_of, rebuild_against
+from customops.rules.version_nodes import preload_bringing, version_missing, version_not_defined
 from customops.rules.versions import Mismatch, major_mismatch, major_mismatches, version_shortfalls
 from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
 
@@ -201,11 +202,7 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
                              hint=hint, **_about(step))
     failure = outcome.failure
     if failure is not None and failure.kind == FailureKind.MISSING_VERSION:
-        name, provider = failure.version or "", failure.name
-        onnxruntime = name.startswith("VERS_") and ONNXRUNTIME.backend in provider
-        emit = onnxruntime_api_newer if onnxruntime else version_missing
-        return emit(f"{_what(step)} needs version {name}, which {provider} does not define", version=name,
-                    predicted=message, **_about(step))
+        return version_not_defined(f"{_what(step)} needs", failure, message, _about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
         found = framework_of(first, outcome, ctx, reader, backends or {})
@@ -283,6 +280,11 @@ def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = Non
         return [needed_not_found(f"the server cannot start: {missing.name} (needed by {missing.requested_by}, "
                                  "loaded through LD_PRELOAD) is not found", predicted=outcome.message,
                                  evidence=_trace(missing, plan), **about)]
+    failure = outcome.failure
+    if failure is not None and failure.kind == FailureKind.MISSING_VERSION:  # ld.so exits 1 before any model
+        by = preload_bringing(failure.required_by or "", outcome, plan)
+        subject = f"the server cannot start: {_what(by) if by else failure.required_by} needs"
+        return [version_not_defined(subject, failure, outcome.message, _about(by) if by else {})]
     if outcome.unresolved:
         first = outcome.unresolved[0]
         return [undefined_at_load(f"the server cannot start: {_shown(first)} is defined nowhere",
@@ -353,13 +355,6 @@ def undefined_at_load(message: str, **fields: Any) -> Finding:
     return Finding(Code.CO304, message, **fields)
 
 
-@emits(Code.CO306)
-def version_missing(message: str, **fields: Any) -> Finding:
-    """A symbol version the providing library (or the container's facts) does not define, or ld.so's assertion
-    on a provider without version information."""
-    return Finding(Code.CO306, message, **fields)
-
-
 @emits(Code.CO308)
 def missing_register_custom_ops(step: LoadStep, call: CallOutcome) -> Finding:
     """An ONNX Runtime op library that does not export RegisterCustomOps, which the backend dlsym()s."""
@@ -374,9 +369,3 @@ def framework_drift(message: str, **fields: Any) -> Finding:
     """A library whose undefined symbols are of the container's framework library: built against another
     version of it (customops.rules.framework_drift)."""
     return Finding(Code.CO504, message, **fields)
-
-
-@emits(Code.CO505)
-def onnxruntime_api_newer(message: str, **fields: Any) -> Finding:
-    """An op library that needs a VERS_ node of libonnxruntime newer than the container's."""
-    return Finding(Code.CO505, message, **fields)
