@@ -22,7 +22,8 @@ from customops.linker.types import Binding, ConstructorCall, ConstructorReach
 def init_order(searchlist: Sequence[LinkMap], main: LinkMap | None) -> list[LinkMap]:
     """The order _dl_init calls the objects' constructors: the search list's dependencies before the objects
     that need them (its reverse), the executable's own last (__libc_start_main runs them)."""
-    return [*(o for o in reversed(searchlist) if o is not main), *([main] if main in searchlist else [])]
+    last = [main] if main is not None and main in searchlist else []
+    return [*(o for o in reversed(searchlist) if o is not main), *last]
 
 
 def constructor_reach(objects: Sequence[LinkMap], lazy_failures: Sequence[Binding],
