@@ -75,3 +75,37 @@ def test_a_constructor_calling_through_a_function_pointer_leaves_it_undecided(li
     assert oracle.returncode == 127 and prediction.exit_message is None
     (startup,) = [o for o in prediction.outcomes if o.kind == "startup"]
     assert "indirect call" in startup.constructors[0].undecided
+
+
+def test_the_decoders_calls_from_a_static_initializer_are_those_objdump_shows(tmp_path):
+    """elf.reach against binutils: the PLT calls of the static initializer, in program order."""
+    import re
+
+    from customops.elf.constructors import read_code
+    from customops.elf.parse import open_mapped
+    from customops.elf.reach import reach
+
+    lib = _library(tmp_path, "calls", "#include <string>\nvoid undefined_registrar(const std::string&);\n"
+                   "struct R { R(const char* n) { undefined_registrar(n); } };\n"
+                   "static R first(\"a\"), second(\"b\");\n",
+                   True, "-O2")
+    dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", lib], capture_output=True, text=True,
+                          check=True).stdout
+    body = dump.split("<_GLOBAL__sub_I_calls.cpp>:\n", 1)[1].split("\n\n", 1)[0]
+    expected = list(dict.fromkeys(re.findall(r"(?:call|jmp)\s+[0-9a-f]+ <([^>@]+)@plt>", body)))
+    data, _ = open_mapped(lib)
+    found = reach(read_code(lib, data), lambda symbol: None)
+    called = [c.symbol.decode() for c in found.calls if c.chain[:1] == ("_GLOBAL__sub_I_calls.cpp",)]
+    assert called == expected == ["_ZN1RC1EPKc"]  # R::R, inline: the library's own, called through its PLT
+
+
+def test_the_traversal_is_bounded_and_says_so(tmp_path):
+    from customops.elf.constructors import read_code
+    from customops.elf.parse import open_mapped
+    from customops.elf.reach import reach
+
+    lib = _library(tmp_path, "bounded", MISSING + "__attribute__((constructor)) static void run(void) "
+                   "{ missing_fn(); }\n")
+    data, _ = open_mapped(lib)
+    found = reach(read_code(lib, data), lambda symbol: None, budget=3)
+    assert "bound" in found.undecided

@@ -117,7 +117,9 @@ def read_code(path: str, data: bytes | memoryview | object) -> CodeImage:
         return CodeImage(path, header.machine)
     dynamic = _dynamic(image, segments)
     word = _word_reader(image)
-    slots, relative = _relocations(image, dynamic)
+    arrays = [(dynamic[tag], min(dynamic.get(size, 0) // 8, MAX_ENTRIES)) for tag, size in
+              ((DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ), (DT_INIT_ARRAY, DT_INIT_ARRAYSZ)) if tag in dynamic]
+    slots, relative = _relocations(image, dynamic, [base + 8 * i for base, n in arrays for i in range(n)])
     constructors = [*_array(ConstructorKind.PREINIT_ARRAY, dynamic, DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ, relative,
                             word)]
     if dynamic.get(DT_INIT):
@@ -149,8 +151,10 @@ def _word_reader(image: FileImage) -> Callable[[int], int | None]:
     return word
 
 
-def _relocations(image: FileImage, dynamic: dict[int, int]) -> tuple[dict[int, bytes], dict[int, int]]:
-    """GOT slot -> symbol (R_X86_64_64, GLOB_DAT, JUMP_SLOT), and address -> value (RELATIVE's addend)."""
+def _relocations(image: FileImage, dynamic: dict[int, int], entries: list[int]
+                 ) -> tuple[dict[int, bytes], dict[int, int]]:
+    """GOT slot -> symbol (R_X86_64_64, GLOB_DAT, JUMP_SLOT), and each constructor array entry's address ->
+    its value (RELATIVE's addend): a framework library has a million RELATIVE relocations, read in bulk."""
     tables = [(dynamic[DT_RELA], dynamic.get(DT_RELASZ, 0))] if DT_RELA in dynamic else []
     if DT_JMPREL in dynamic and dynamic.get(DT_PLTREL, DT_RELA) == DT_RELA:
         tables.append((dynamic[DT_JMPREL], dynamic.get(DT_PLTRELSZ, 0)))
@@ -163,7 +167,7 @@ def _relocations(image: FileImage, dynamic: dict[int, int]) -> tuple[dict[int, b
             continue
         rows = np.frombuffer(image.data, RELA, n, image.offset_of(vaddr, n * RELA.itemsize, "relocation table"))
         types, syms = rows["info"] & 0xFFFFFFFF, rows["info"] >> 32
-        for i in np.flatnonzero(types == R_X86_64_RELATIVE).tolist():
+        for i in np.flatnonzero((types == R_X86_64_RELATIVE) & np.isin(rows["offset"], entries)).tolist():
             relative[int(rows["offset"][i])] = int(rows["addend"][i]) & 0xFFFFFFFFFFFFFFFF
         named = np.isin(types, (R_X86_64_64, R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT)) & (syms > 0)
         for i in np.flatnonzero(named).tolist():
