@@ -226,6 +226,7 @@ def test_the_file_access_check_sees_reading(tmp_path):
 RULE_PARTS = {  # a module of rules/ that is part of a rule module, not one itself: what it is part of
     "customops.rules.descriptors": "customops.rules.collisions",  # its CO406 is made by .registrations' emitter
     "customops.rules.framework_drift": "customops.rules.loading",  # CO504's facts: which framework, what version
+    "customops.rules.constructors": "customops.rules.loading",  # a constructor's call of a function defined nowhere
     "customops.rules.probed_tensorrt": "customops.rules.probed",  # check(group), for the TensorRT group
     "customops.rules.version_nodes": "customops.rules.loading",  # CO306, CO505: a version node nobody defines
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,26 @@ def test_co305_a_preloaded_library_with_a_missing_function_fails_only_when_calle
     repo.library("m/libuf.so", "f/libuf.so")
     result = repo.check()
     assert codes(result) == {"CO305"} and only(result, "CO305").symbol == "missing_fn"
+
+
+@needs_root
+def test_co304_a_preload_whose_constructor_calls_a_function_defined_nowhere_stops_the_server(repo, tmp_path):
+    """Lazily bound, but a constructor makes the first call at load (linker.constructors): the server dies at
+    start; the function only a later call reaches stays CO305."""
+    source = tmp_path / "ctor.c"
+    source.write_text("int missing_fn(void);\nint other_missing(void);\n"
+                      "__attribute__((constructor)) static void run(void) { missing_fn(); }\n"
+                      "int later(void) { return other_missing(); }\n")
+    (repo.models / "m").mkdir()
+    subprocess.run(["gcc", "-shared", "-fPIC", str(source), "-o", str(repo.models / "m/libctor.so")], check=True)
+    result = repo.model("m", 'backend: "onnxruntime"\n').manifest('[host]\npreload = ["m/libctor.so"]\n').check()
+    finding = only(result, "CO304")
+    assert finding.symbol == "missing_fn" and "the constructor run of preload /models/m/libctor.so calls " \
+        "missing_fn as it loads" in finding.message
+    assert "the constructor run (DT_INIT_ARRAY[1]) calls missing_fn" in finding.evidence
+    assert finding.predicted.endswith("symbol lookup error: /models/m/libctor.so: undefined symbol: missing_fn")
+    assert only(result, "CO305").symbol == "other_missing"
+    confirm_check(result, str(repo.root))
 
 
 def test_co306_from_a_facts_only_profile_a_library_needing_a_newer_glibcxx(repo, tmp_path):

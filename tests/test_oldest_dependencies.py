@@ -26,7 +26,7 @@ def lower_bounds() -> dict[str, str]:
 
 
 def test_every_runtime_dependency_has_a_lower_bound():
-    assert {"numpy", "rich", "cxxfilt", "protobuf"} <= set(lower_bounds())
+    assert {"numpy", "rich", "cxxfilt", "protobuf", "capstone"} <= set(lower_bounds())
 
 
 def _install_at_lower_bounds(venv: Path, wheel: Path, bounds: dict[str, str]) -> None:

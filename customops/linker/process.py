@@ -22,9 +22,10 @@ from customops.elf.cache import ElfReader
 from customops.elf.constants import DF_1_PIE, ET_EXEC, RELOC_LAZY
 from customops.errors import ElfError
 from customops.linker.batch import FEW, BatchLookup
+from customops.linker.constructors import constructor_reach, init_order
 from customops.linker.linkmap import LinkMap, first_loaded
 from customops.linker.lookup import LookupCrash, SymbolLookup
-from customops.linker.messages import dlerror, preload_warning, startup_error, unresolved
+from customops.linker.messages import dlerror, preload_warning, startup_error, symbol_lookup_error, unresolved
 from customops.linker.prediction import Bound, Prediction, definition, to_binding
 from customops.linker.search import LibrarySearch, LoadFailed
 from customops.linker.target import LinkerTarget
@@ -32,6 +33,7 @@ from customops.linker.types import (
     Binding,
     CallOutcome,
     CallStatus,
+    ConstructorReach,
     Dlopen,
     Failure,
     FailureKind,
@@ -109,10 +111,10 @@ class _Process:
     def _outcome(self, kind: StepKind, request: str, label: str, status: StepStatus, message: str,
                  loaded: Sequence[LinkMap], unresolved: Sequence[Binding] = (), lazy: Sequence[Binding] = (),
                  version_errors: tuple[str, ...] = (), calls: tuple[CallOutcome, ...] = (),
-                 failure: Failure | None = None) -> None:
+                 failure: Failure | None = None, constructors: tuple[ConstructorReach, ...] = ()) -> None:
         self.outcomes.append(StepOutcome(kind, request, label, status, message, tuple(self._warnings),
                                          tuple(o.name for o in loaded), tuple(self._searches), tuple(unresolved),
-                                         tuple(lazy), version_errors, calls, failure))
+                                         tuple(lazy), version_errors, calls, failure, constructors))
         self._searches, self._warnings = [], []
 
     def _fatal(self, failure: Failure, loaded: Sequence[LinkMap] = (), unresolved: Sequence[Binding] = (),
@@ -146,7 +148,15 @@ class _Process:
                                  searchlist, failing, lazy_failures, failure=crash)
         if failing:
             return self._fatal(unresolved(failing[0]), searchlist, failing, lazy_failures)
-        self._outcome(StepKind.STARTUP, self.progname, "", StepStatus.LOADED, "", searchlist, [], lazy_failures)
+        reached = constructor_reach(init_order(searchlist, self.main), lazy_failures, self.bindings)
+        called = next((r.calls[0] for r in reached if r.calls), None)
+        if called is not None:  # _dl_init: a constructor's call is the function's first: the process dies
+            failure = unresolved(called.binding)
+            self.exit_message = symbol_lookup_error(self.progname, failure)
+            return self._outcome(StepKind.STARTUP, self.progname, "", StepStatus.FATAL, self.exit_message,
+                                 searchlist, [], lazy_failures, failure=failure, constructors=reached)
+        self._outcome(StepKind.STARTUP, self.progname, "", StepStatus.LOADED, "", searchlist, [], lazy_failures,
+                      constructors=reached)
 
     def _map_executable(self, step: int) -> LinkMap:
         """The executable the kernel mapped, and ld.so itself (its PT_INTERP), as objects of the startup step."""

@@ -188,6 +188,29 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class ConstructorCall:
+    """A lazily bound function nothing defines that a constructor of its referrer calls as the object is
+    initialised (elf.reach): the first call, so the process dies there. `constructor` is the function's name
+    (its symbol, or its address), `where` where ld.so finds it (DT_INIT_ARRAY[1]), `chain` the functions
+    called on the way, the constructor first."""
+
+    binding: Binding
+    constructor: str
+    where: str
+    chain: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConstructorReach:
+    """What one lazily bound object's constructors call of its functions that nothing defines, first called
+    first, and why more may be called than these ("" when every call of their code was followed)."""
+
+    library: str
+    calls: tuple[ConstructorCall, ...]
+    undecided: str = ""
+
+
+@dataclass(frozen=True)
 class CallOutcome:
     symbol: str
     status: CallStatus
@@ -213,6 +236,7 @@ class StepOutcome:
     version_errors: tuple[str, ...]
     calls: tuple[CallOutcome, ...] = ()
     failure: Failure | None = None
+    constructors: tuple[ConstructorReach, ...] = ()  # of objects with lazy failures, in the order they run
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ from customops.linker.types import (
     Binding,
     CallOutcome,
     CallStatus,
+    ConstructorCall,
     Failure,
     FailureKind,
     Search,
@@ -30,6 +31,7 @@ from customops.linker.types import (
     StepOutcome,
     StepStatus,
 )
+from customops.rules import constructors
 from customops.rules.context import RuleContext
 from customops.rules.framework_drift import framework_of, rebuild_against
 from customops.rules.version_nodes import preload_bringing, version_missing, version_not_defined
@@ -61,7 +63,7 @@ def check(rules: RuleContext) -> list[Finding]:
     elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
         for step in plan.preloads:
             failures = tuple(b for b in startup.lazy_failures if b.referrer == step.path)
-            findings += lazily_undefined(step, failures)
+            findings += lazily_undefined(step, failures, constructors.undecided(startup, step.path))
     covered = {(f.library, f.code) for f in findings if f.code in (Code.CO501, Code.CO502)}
     for step, found in mismatches.items():  # a mismatched dependency that is found (shipped along) still is one
         findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
@@ -105,9 +107,9 @@ def _mismatch_not_found(missing: Search, mismatches: list[Mismatch], message: st
 
 
 @emits(Code.CO305)
-def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...]) -> list[Finding]:
-    """Functions a lazily bound library calls through its PLT that nothing defines: the first call kills the
-    process."""
+def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...], undecided: str = "") -> list[Finding]:
+    """Functions a lazily bound library calls through its PLT that nothing defines, and that no constructor is
+    known to call: the first call kills the process (`undecided`: why a constructor might call one at load)."""
     if not failures:
         return []
     first = failures[0]
@@ -116,7 +118,7 @@ def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...]) -> list[Find
                     f"nowhere; the first call of {_shown(first)} kills the server",
         symbol=first.symbol.decode("utf-8", "replace"),
         predicted=f"symbol lookup error: {first.referrer}: undefined symbol: {first.symbol.decode()}",
-        evidence=_symbols(failures), **_about(step))]
+        evidence=(*_symbols(failures), *((undecided,) if undecided else ())), **_about(step))]
 
 
 def _about(step: LoadStep) -> dict:
@@ -267,6 +269,9 @@ def _cpython(step: LoadStep, outcome: StepOutcome, cpython: list[Binding]) -> Fi
 
 
 def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = None) -> list[Finding]:
+    called = constructors.first_call(outcome)
+    if called is not None:
+        return _constructor_death(outcome, plan, called)
     missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
     preload = next((s for s in plan.preloads if missing and s.path == missing.requested_by), None)
     about = _about(preload) if preload else {}
@@ -291,6 +296,19 @@ def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = Non
                                   symbol=first.symbol.decode("utf-8", "replace"), predicted=outcome.message,
                                   evidence=_symbols(outcome.unresolved), **about)]
     return [undefined_at_load(f"the server cannot start: {outcome.message}", predicted=outcome.message, **about)]
+
+
+def _constructor_death(outcome: StepOutcome, plan: LoadPlan, called: ConstructorCall) -> list[Finding]:
+    """A preload's constructor calls a function defined nowhere: ld.so's _dl_init makes that first call before
+    main, so the server stops at start; the library's other such functions stay first-call failures."""
+    step, symbol = next((s for s in plan.preloads if s.path == called.binding.referrer), None), called.binding
+    finding = undefined_at_load(
+        f"the server cannot start: {constructors.constructor(called)} of {_what(step) if step else symbol.referrer}"
+        f" calls {_shown(symbol)} as it loads, which is defined nowhere", symbol=symbol.symbol.decode(
+            "utf-8", "replace"), version=symbol.version, predicted=outcome.message,
+        evidence=(constructors.path(called), constructors.why(called, _shown(symbol)), *_symbols((symbol,))),
+        **(_about(step) if step is not None else {}))
+    return [finding, *(lazily_undefined(step, constructors.not_first(outcome, called)) if step else [])]
 
 
 def _shown(binding: Binding) -> str:

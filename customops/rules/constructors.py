@@ -1,0 +1,51 @@
+"""Part of `loading`: what the linker model found of the constructors that call a function defined nowhere
+(linker.constructors), in words. A constructor's call is the function's first: the server dies at start
+(CO304, through loading's emitter); a function no constructor is known to call stays a first-call warning
+(CO305), saying so where the constructors' code could not be followed."""
+
+from __future__ import annotations
+
+from customops.elf.demangle import demangle
+from customops.linker.types import Binding, ConstructorCall, StepOutcome
+
+STATIC_INITIALIZER = "_GLOBAL__sub_I_"  # GCC and Clang's name of a translation unit's static initializer
+
+
+def first_call(outcome: StepOutcome) -> ConstructorCall | None:
+    """The call of a function defined nowhere that kills the process first: ld.so runs the constructors in
+    the order of outcome.constructors, each one's calls first reached first."""
+    return next((reach.calls[0] for reach in outcome.constructors if reach.calls), None)
+
+
+def constructor(call: ConstructorCall) -> str:
+    """ "the static initializer _GLOBAL__sub_I_ops.cpp", or "the constructor run"."""
+    name = call.chain[0] if call.chain else call.constructor
+    return f"the {'static initializer' if name.startswith(STATIC_INITIALIZER) else 'constructor'} {_demangled(name)}"
+
+
+def path(call: ConstructorCall) -> str:
+    """ "the static initializer _GLOBAL__sub_I_ops.cpp (DT_INIT_ARRAY[1]) calls Registration::Registration(char
+    const*), which calls torch::Library::Library(...)": each function on the way."""
+    called = [*(_demangled(n) for n in call.chain[1:]), demangle(call.binding.symbol)]
+    return f"{constructor(call)} ({call.where}) calls {', which calls '.join(called)}"
+
+
+def why(call: ConstructorCall, shown: str) -> str:
+    return (f"ld.so runs the library's constructors ({call.where} here) before the server's main: their call of "
+            f"{shown} is its first, and the lookup that fails kills the process (exit 127)")
+
+
+def undecided(outcome: StepOutcome, referrer: str) -> str:
+    """Why the constructors of `referrer` may call more than the model followed ("" when it followed all)."""
+    reason = next((r.undecided for r in outcome.constructors if r.library == referrer), "")
+    return (f"whether a constructor of {referrer} calls it at load (which would stop the server at start) "
+            f"cannot be decided: {reason}") if reason else ""
+
+
+def not_first(outcome: StepOutcome, call: ConstructorCall) -> tuple[Binding, ...]:
+    """The referrer's other functions defined nowhere: first-call failures, once the first one is fixed."""
+    return tuple(b for b in outcome.lazy_failures if b.referrer == call.binding.referrer and b is not call.binding)
+
+
+def _demangled(name: str) -> str:
+    return demangle(name.encode())
