@@ -215,8 +215,8 @@ def probed(groups: Sequence[ProbedGroup], tensorflow: TensorflowRegistry | str |
 
 def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence[tuple[LoadStep, StepOutcome]]
                     ) -> RuleContext:
-    """The same context over another run of the linker model (customops.app.as_if_fixed): only the identities
-    of the objects it loads are read again."""
+    """The same context over another run of the linker model (customops.app.as_if_fixed): only what depends on
+    the objects it loads (their identities, their protobuf registrations) is read again."""
     custom = [s.host_path for s in ctx.custom_steps]
     loaded = [o.path for o in prediction.objects]
     identities = files.identities([*loaded, *custom])
