@@ -80,6 +80,7 @@ def test_co406_two_op_libraries_register_one_proto_file_into_one_libprotobuf(roo
     assert finding.predicted == "File already exists in database: lab.proto"
     assert finding.library == "/models/m1/libpools_b.so" and finding.symbol == "lab.proto"
     assert "/models/m0/libpools_a.so" in finding.message and "libprotobuf" in finding.message
+    assert finding.file.endswith("/models/m1/config.pbtxt") and finding.related[0].library == "/models/m0/libpools_a.so"
     (then,) = [e for e in finding.evidence if e.startswith("then: ")]
     assert then == "then: CHECK failed: GeneratedDatabase()->Add(encoded_file_descriptor, size):"  # read from it
     real = run_in_container(str(root), result.plan)
@@ -120,3 +121,12 @@ def test_the_check_line_is_the_runtimes_own():
     assert check_line([CHECKED + b"encoded_file_descriptor, size)"]) == (
         "Check failed: GeneratedDatabase()->Add(encoded_file_descriptor, size)")  # ABSL_CHECK (protobuf >= 22)
     assert check_line([b"\xff" + CHECKED, b"other"]) is None
+
+
+def test_names_starting_with_a_prefix_are_those_names_containing_finds_at_their_start(pools):
+    symbols = ElfReader(use_cache=False).read(str(protobuf_pools.runtime())).symbols
+    for prefix in (b"descriptor_table_", b"_ZN6google8protobuf14DescriptorPool", b"no such prefix"):
+        containing = symbols.names_containing(prefix).nonzero()[0]
+        expected = [i for i, n in zip(containing.tolist(), symbols.names(containing), strict=True)
+                    if bytes(n).startswith(prefix)]
+        assert symbols.names_starting(prefix).tolist() == expected

@@ -25,13 +25,12 @@ from customops.elf.cache import ElfReader
 from customops.elf.records import ElfInfo
 from customops.errors import ElfError, InputError
 from customops.inspect.files import readonly_strings
-from customops.inspect.protobuf_descriptors import embedded_imports, tables
+from customops.inspect.protobuf_descriptors import PREFIX, embedded_imports, proto_file
 
 # The registration's functions, mangled name prefixes, in the order one calls the next.
 STAGES = (b"_ZN6google8protobuf8internal20AddDescriptorsRunnerC",
           b"_ZN6google8protobuf8internal14AddDescriptorsE",
           b"_ZN6google8protobuf14DescriptorPool24InternalAddGeneratedFileE")
-_NEEDLES = (b"AddDescriptors", b"InternalAddGeneratedFile")  # found once in the string table, then matched
 CHECKED = b"GeneratedDatabase()->Add("  # the condition InternalAddGeneratedFile checks, as its CHECK prints it
 _LONGEST_CHECK = 200
 _CLASSIC = b"CHECK failed: "  # GOOGLE_CHECK (protobuf before 22) keeps the whole line as one literal
@@ -55,17 +54,23 @@ def registration_calls(info: ElfInfo) -> tuple[tuple[tuple[int, bytes], ...], bo
     """The registration functions `.dynsym` names (defined or not), as (stage, symbol) in call order, and
     whether it defines the last (the runtime itself: its generated pool and the CHECK on adding to it)."""
     symbols = info.symbols
-    defined = symbols.defined_mask
     found: set[tuple[int, bytes]] = set()
     runtime = False
-    for needle in _NEEDLES:
-        indices = symbols.names_containing(needle).nonzero()[0]
+    for stage, prefix in enumerate(STAGES):
+        indices = symbols.names_starting(prefix)
         for i, name in zip(indices.tolist(), symbols.names(indices), strict=True):
-            stage = next((s for s, prefix in enumerate(STAGES) if bytes(name).startswith(prefix)), None)
-            if stage is not None:
-                found.add((stage, bytes(name)))
-                runtime = runtime or (stage == len(STAGES) - 1 and bool(defined[i]))
+            found.add((stage, bytes(name)))
+            runtime = runtime or (stage == len(STAGES) - 1 and bool(symbols.defined_mask[i]))
     return tuple(sorted(found)), runtime
+
+
+def exported_tables(info: ElfInfo) -> frozenset[str]:
+    """The .proto files whose `descriptor_table_<file>` `.dynsym` defines for other objects."""
+    symbols = info.symbols
+    indices = symbols.names_starting(PREFIX)
+    exported = symbols.exported_mask
+    return frozenset(proto for i, name in zip(indices.tolist(), symbols.names(indices), strict=True)
+                     if exported[i] and (proto := proto_file(bytes(name))) is not None)
 
 
 def check_line(strings: Iterable[bytes]) -> str | None:
@@ -91,7 +96,7 @@ def read(paths: Iterable[str], reader: ElfReader) -> dict[str, Registrar]:
             calls, runtime = registration_calls(info)
             if not calls:
                 continue
-            exported, _named = tables(info)
+            exported = exported_tables(info)
             check = check_line(readonly_strings(path, CHECKED, _LONGEST_CHECK)) if runtime else None
         except (ElfError, InputError, OSError):
             continue
