@@ -2,7 +2,8 @@
 # Run the whole test suite on a fresh Debian machine with Python >= 3.10, gcc and g++.
 # Installs what the tests need into .venv (customops, pytest, and the real frameworks the tests load:
 # torch 2.13.0 CPU, tensorflow-cpu, onnxruntime), plus, when run as root with apt, the 32-bit and
-# foreign-architecture toolchains the ELF reader is tested with and the interpreter's shared libpython.
+# foreign-architecture toolchains the ELF reader is tested with, the interpreter's shared libpython, and
+# protoc with Debian's libprotobuf.
 # The interpreter: $PYTHON, else the system's /usr/bin/python3 where it exists (Debian's), else python3 on
 # PATH; .venv is made again when it was made by another interpreter (another version or installation).
 # Extra arguments go to pytest. `--fast` first: the edit loop, about a minute: only the tests marked neither
@@ -26,6 +27,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   gcc -m32 -xc -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || missing+=(gcc-multilib)
   command -v s390x-linux-gnu-as >/dev/null || missing+=(binutils-s390x-linux-gnu)
   command -v aarch64-linux-gnu-as >/dev/null || missing+=(binutils-aarch64-linux-gnu)
+  # protoc's generated code and Debian's libprotobuf (tests/test_protobuf_pools.py; skipped without them)
+  command -v protoc >/dev/null || missing+=(protobuf-compiler)
+  [ -e "$(g++ -print-file-name=libprotobuf.so)" ] || missing+=(libprotobuf-dev)
   # the interpreter's shared library (tests preload it into a server), which Debian ships as libpython3.X
   libpython=$("$python" -c 'import sysconfig as s, os
 d, n = s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME") or ""

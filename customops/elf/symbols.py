@@ -196,6 +196,19 @@ class SymbolTable:
                        > np.searchsorted(found, starts[valid], side="left"))
         return mask
 
+    def names_starting(self, prefix: bytes) -> np.ndarray:
+        """Indices of the symbols whose name starts with `prefix`: the prefix is found in the string table and
+        each occurrence matched to the names that start there (no other name is looked at, unlike
+        names_containing, whose spans of every name cost a framework library's table a few hundred ms)."""
+        data, end, found = self._data, self._strtab_end, []
+        at = data.find(prefix, self._strtab_offset, end)  # bytes.find: several times faster than a regex here
+        while at != -1:
+            found.append(at - self._strtab_offset)
+            at = data.find(prefix, at + 1, end)
+        if not found:
+            return np.empty(0, dtype=np.intp)
+        return np.isin(self.entries["st_name"].astype(np.int64), np.array(found, dtype=np.int64)).nonzero()[0]
+
     @cached_property
     def _name_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Start and end (the terminating NUL) of every name in the string table, and which are in range."""

@@ -6,7 +6,8 @@ strong definitions a preload imposes on other libraries (CO401), strong duplicat
 libraries of one scope (CO402), data objects whose sizes differ (CO403), an op library's copies of its
 framework's symbols (CO404, info), GNU_UNIQUE merging (CO405), and one SONAME for two files (CO407).
 Preloaded protobuf descriptor tables that make a library register a file twice are CO406, from
-customops.rules.descriptors. The competing definitions are grouped by the two libraries (`Rivals`); each group
+customops.rules.descriptors, and two libraries registering one file into one protobuf runtime are CO406, from
+customops.rules.descriptor_pools. The competing definitions are grouped by the two libraries (`Rivals`); each group
 counts toward the first of CO405, CO402, CO401 and CO404 whose test (PAIRINGS) gives it a pair of libraries,
 and that code's emitter makes the finding.
 """
@@ -25,7 +26,7 @@ from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding, Related
 from customops.linker.types import BindingReason, Definition
-from customops.rules import descriptors
+from customops.rules import descriptor_pools, descriptors
 from customops.rules.context import RuleContext
 from customops.triton.plan import LoadStep
 
@@ -82,7 +83,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     findings = sizes_differ(sized, scope)
     for (code, first, second), names in sorted(pairs.items()):
         findings.append(PAIRED[code](first, second, sorted({demangle(s) for s in names}), scope))
-    return findings + same_soname(ctx, scope) + descriptors.check(ctx)
+    return findings + same_soname(ctx, scope) + descriptors.check(ctx) + descriptor_pools.check(ctx)
 
 
 @emits(Code.CO403)

@@ -15,9 +15,10 @@ from customops.elf.cache import ElfReader
 from customops.errors import ElfError
 from customops.findings import Related
 from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
-from customops.inspect import files, protobuf_descriptors
+from customops.inspect import files, protobuf_descriptors, protobuf_registrations
 from customops.inspect.onnxmodel import model_ops
 from customops.inspect.protobuf_descriptors import DescriptorFacts
+from customops.inspect.protobuf_registrations import Registrar
 from customops.inspect.registrations import STABLE_DEF_TEXT, RefusedDef, Registration, refused_def
 from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.linker.prediction import Prediction
@@ -54,6 +55,7 @@ class FileFacts:
     onnx_ops: Mapping[str, ModelOps] = field(default_factory=dict)  # model file -> (used, model-local)
     frameworks: Mapping[str, FrameworkStrings] = field(default_factory=dict)  # "pytorch", "onnxruntime"
     descriptors: Mapping[str, DescriptorFacts] = field(default_factory=dict)  # preloads exporting protobuf tables
+    registrars: Mapping[str, Registrar] = field(default_factory=dict)  # loaded objects registering protobuf files
     # each entry of the container's backend directory (sorted) -> the names in it, sorted (CO504: the framework
     # library a library was built against, and the version in its file name); with a prediction only
     backends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -114,7 +116,8 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         registrations=registrations,
         refused_defs=_refused_defs(registrations, reader),
         setuid_server=_setuid_server(triton),
-        descriptors=protobuf_descriptors.read([s.host_path for s in plan.preloads], reader))
+        descriptors=protobuf_descriptors.read([s.host_path for s in plan.preloads], reader),
+        registrars=protobuf_registrations.read(loaded, reader))
     if triton.container.target is not None and triton.container.facts.known_from is FactsFrom.ROOT:
         facts = _with_model_facts(facts, models, triton)
     if triton.container.target is not None and prediction is not None:
@@ -212,12 +215,14 @@ def probed(groups: Sequence[ProbedGroup], tensorflow: TensorflowRegistry | str |
 
 def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence[tuple[LoadStep, StepOutcome]]
                     ) -> RuleContext:
-    """The same context over another run of the linker model (customops.app.as_if_fixed): only the identities
-    of the objects it loads are read again."""
+    """The same context over another run of the linker model (customops.app.as_if_fixed): only what depends on
+    the objects it loads (their identities, their protobuf registrations) is read again."""
     custom = [s.host_path for s in ctx.custom_steps]
-    identities = files.identities([*(o.path for o in prediction.objects), *custom])
+    loaded = [o.path for o in prediction.objects]
+    identities = files.identities([*loaded, *custom])
     return replace(ctx, prediction=prediction, outcomes=tuple(outcomes),
-                   files=replace(ctx.files, identities=identities))
+                   files=replace(ctx.files, identities=identities,
+                                 registrars=protobuf_registrations.read(loaded, ctx.reader)))
 
 
 class About(TypedDict):
