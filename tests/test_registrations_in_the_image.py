@@ -144,3 +144,28 @@ def test_co408_and_co406_count_the_libraries_of_an_inherited_ld_preload(root, op
     assert {finding.library, *(r.library for r in finding.related)} == {first, second}
     real = preloaded(root, [second, first])
     assert real.returncode != 0 and TWO_LIBRARIES in real.stderr, real.stderr[-2000:]
+
+
+def test_co406_a_tensorflow_op_library_preloaded_from_two_places_registers_its_ops_once(root):
+    """TensorFlow's op registry is the process's: a copy counts whichever manifest entry preloads it."""
+    package = real_container.package("tensorflow_text")
+    if package is None:
+        pytest.skip("tensorflow_text is not installed")
+    ngrams = package / "python" / "ops" / "_ngrams_op.so"
+    paths = [f"/opt/tf{n}/{ngrams.name}" for n in range(2)]
+    for path in paths:
+        (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ngrams, root / path.lstrip("/"))
+    repo = root / "models"
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir()
+    (repo / "customops.toml").write_text(f'[tensorflow]\npreload = ["{paths[0]}"]\n[host]\npreload = ["{paths[1]}"]\n')
+    result = run_check([str(repo)], load_manifest(str(repo / "customops.toml")), from_root(str(root)), ())
+    (finding,) = [f for f in result.findings if f.code == "CO406" and "TensorFlow" in f.message]
+    assert {finding.library, *(r.library for r in finding.related)} == set(paths)
+    first, second = (str(root / p.lstrip("/")) for p in paths)
+    real = subprocess.run([sys.executable, "-c", "import tensorflow as tf\n"
+                           f"first = tf.load_op_library({first!r}); second = tf.load_op_library({second!r})\n"
+                           "assert 'TFText_NgramsStringJoin' in set(dir(first)) - set(dir(second))\n"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert real.returncode == 0, real.stderr[-2000:]
