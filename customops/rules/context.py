@@ -22,10 +22,10 @@ from customops.inspect.protobuf_registrations import Registrar
 from customops.inspect.registrations import STABLE_DEF_TEXT, RefusedDef, Registration, refused_def
 from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.linker.prediction import Prediction
-from customops.linker.types import StepOutcome
+from customops.linker.types import StepKind, StepOutcome
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.triton.container import FactsFrom
-from customops.triton.plan import Context, LoadPlan, LoadStep, Purpose
+from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
 from customops.triton.repository import Model
 
 ModelOps = tuple[set[tuple[str, str]], set[tuple[str, str]]]
@@ -47,8 +47,8 @@ class FileFacts:
 
     modes: Mapping[str, int] = field(default_factory=dict)  # loaded libraries and their directories (CO601)
     identities: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # loaded objects (CO407)
-    digests: Mapping[str, str] = field(default_factory=dict)  # custom libraries (CO406 copies)
-    registrations: Mapping[str, tuple[Registration, ...]] = field(default_factory=dict)  # custom libraries
+    digests: Mapping[str, str] = field(default_factory=dict)  # registrants (CO406 copies)
+    registrations: Mapping[str, tuple[Registration, ...]] = field(default_factory=dict)  # registrants
     refused_defs: Mapping[str, RefusedDef] = field(default_factory=dict)  # Torch op libraries (CO406)
     setuid_server: bool = False  # the server executable is set-user/group-ID (CO307: secure execution)
     torchscript_calls: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # archive -> ops
@@ -89,6 +89,7 @@ class RuleContext:
     prediction: Prediction | None = None
     outcomes: tuple[tuple[LoadStep, StepOutcome], ...] = ()
     probes: Probes | None = None  # with --probe (customops.rules.probed)
+    registrants: tuple[LoadStep, ...] = ()  # every library whose registrations count (registrants())
 
     @property
     def steps(self) -> tuple[LoadStep, ...]:
@@ -105,7 +106,8 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
           outcomes: Sequence[tuple[LoadStep, StepOutcome]] = (), probes: Probes | None = None) -> RuleContext:
     """Read the facts the rules need, then the context."""
     steps = (*plan.preloads, *plan.dlopens)
-    custom = [s.host_path for s in steps if s.purpose is not Purpose.BACKEND_LIBRARY]
+    registering = registrants(plan, prediction, outcomes)
+    custom = list(dict.fromkeys(s.host_path for s in registering))
     sources = [s.host_path for s in steps]
     loaded = [o.path for o in prediction.objects] if prediction is not None else []
     registrations = files.registrations(custom, reader)
@@ -122,7 +124,29 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         facts = _with_model_facts(facts, models, triton)
     if triton.container.target is not None and prediction is not None:
         facts = replace(facts, backends=_backends(triton))
-    return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes)
+    return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes, registering)
+
+
+def registrants(plan: LoadPlan, prediction: Prediction | None,
+                outcomes: Sequence[tuple[LoadStep, StepOutcome]]) -> tuple[LoadStep, ...]:
+    """Every library of the process whose registrations count, wherever it comes from: the plan's libraries
+    other than backend libraries, and each library of an LD_PRELOAD the server inherits (launch: the
+    environment's), which no text of the checkout names (a host preload step of its own). The preloads in the
+    order ld.so loads them (the prediction's), then the dlopen()ed ones."""
+    custom = [s for s in (*plan.preloads, *plan.dlopens) if s.purpose is not Purpose.BACKEND_LIBRARY]
+    if prediction is None:
+        return tuple(custom)
+    owner = {id(outcome): step for step, outcome in outcomes}
+    hosts = {o.name: o.path for o in prediction.objects}
+    preloads: list[LoadStep] = []
+    for outcome in prediction.outcomes:
+        step = owner.get(id(outcome))
+        if step is None and outcome.kind is StepKind.PRELOAD and outcome.loaded and outcome.loaded[0] in hosts:
+            step = LoadStep(outcome.request, hosts[outcome.loaded[0]], LoadedBy.HOST, Purpose.PRELOAD, preload=True)
+        if step is not None and step.preload and step not in preloads:
+            preloads.append(step)
+    preloads += [s for s in custom if s.preload and s not in preloads]  # those the process never reaches
+    return (*preloads, *(s for s in custom if not s.preload))
 
 
 def _refused_defs(registrations: Mapping[str, tuple[Registration, ...]], reader: ElfReader) -> dict[str, RefusedDef]:
@@ -216,11 +240,11 @@ def probed(groups: Sequence[ProbedGroup], tensorflow: TensorflowRegistry | str |
 def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence[tuple[LoadStep, StepOutcome]]
                     ) -> RuleContext:
     """The same context over another run of the linker model (customops.app.as_if_fixed): only what depends on
-    the objects it loads (their identities, their protobuf registrations) is read again."""
-    custom = [s.host_path for s in ctx.custom_steps]
+    the objects it loads (their registrants, identities and protobuf registrations) is found again."""
+    registering = registrants(ctx.plan, prediction, outcomes)
     loaded = [o.path for o in prediction.objects]
-    identities = files.identities([*loaded, *custom])
-    return replace(ctx, prediction=prediction, outcomes=tuple(outcomes),
+    identities = files.identities([*loaded, *(s.host_path for s in registering)])
+    return replace(ctx, prediction=prediction, outcomes=tuple(outcomes), registrants=registering,
                    files=replace(ctx.files, identities=identities,
                                  registrars=protobuf_registrations.read(loaded, ctx.reader)))
 

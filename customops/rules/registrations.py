@@ -42,7 +42,7 @@ OVERRIDDEN = "Overriding a previously registered kernel for the same operator an
 
 
 def check(ctx: RuleContext) -> list[Finding]:
-    steps = list(ctx.custom_steps)
+    steps = list(ctx.registrants)  # every library of the process, wherever it comes from
     registrations = {step: ctx.files.registrations.get(step.host_path, ()) for step in steps}
     loaded = _distinct_files(steps, ctx)  # Torch registers in static initialisers: once per file ld.so maps
     torch = _torch(loaded, registrations)
@@ -200,8 +200,7 @@ def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
 
 
 def _api(found: tuple[Registration, ...], namespace: str) -> str:
-    return next((r.api for r in found if r.framework == TORCH and r.kind == "namespace" and r.name == namespace),
-                "")
+    return next((r.api for r in found if r.framework == TORCH and r.kind == "namespace" and r.name == namespace), "")
 
 
 def _op_library(found: tuple[Registration, ...]) -> Registration | None:
@@ -369,28 +368,29 @@ def _schema_clash(first: LoadStep, second: LoadStep, ops: list[str], known: bool
 
 
 def _copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext) -> list[Finding]:
-    by_content: dict[tuple[LoadedBy, str], list[LoadStep]] = defaultdict(list)
+    """CO406, one library twice in one registry: the process's (TensorFlow ops, TensorRT plugins), a session's."""
+    by_content: dict[tuple[bool, str], list[LoadStep]] = defaultdict(list)
     for step in steps:
         digest = ctx.files.digests.get(step.host_path)
         if digest is not None:
-            by_content[(step.loader, digest)].append(step)
+            by_content[(step.loader is LoadedBy.ONNXRUNTIME, digest)].append(step)
     findings = []
-    for (loader, _digest), copies in by_content.items():
+    for (session, _digest), copies in by_content.items():
         if len(copies) < 2:
             continue
         frameworks = {r.framework for s in copies for r in registrations[s]}
         first, second = copies[0], copies[1]
-        if loader is LoadedBy.TENSORFLOW and TENSORFLOW.probe in frameworks and first.path != second.path:
+        if not session and TENSORFLOW.probe in frameworks and first.path != second.path:
             findings.append(duplicate_registration(
                 f"{second.path} is a copy of {first.path}: TensorFlow silently drops the ops it registers "
                 "again; the models share the first copy's ops", severity=Severity.WARNING,
                 **again(first, second), evidence=(f"same content as {first.path}",)))
-        elif loader is LoadedBy.ONNXRUNTIME and first.model == second.model:
+        elif session and first.model == second.model:
             findings.append(duplicate_registration(
                 f"model '{first.model}' registers {second.path} twice (same content as {first.path}): "
                 "creating its session fails", **again(first, second),
                 predicted="Domain already set in registry"))
-        elif loader is LoadedBy.TENSORRT and TENSORRT.probe in frameworks:
+        elif not session and TENSORRT.probe in frameworks:
             findings.append(duplicate_registration(
                 f"{second.path} is a copy of {first.path}: TensorRT refuses its plugin creators, the first "
                 "library's win", **again(first, second),

@@ -215,11 +215,20 @@ def preloaded(ctx: Context, framework: Framework) -> LoaderResult:
     paths = ctx.manifest.listed(framework)
     if not paths or framework.manifest is None:
         return LoaderResult()
-    key = framework.manifest.entry
-    steps = tuple(LoadStep(ctx.container_path(p), p, LoadedBy(framework.backend), Purpose.PRELOAD, preload=True,
-                           written=in_manifest(ctx, key, p)) for p in paths)
+    steps = tuple(manifest_preload(ctx, p, LoadedBy(framework.backend), framework.manifest.entry) for p in paths)
     return LoaderResult(steps=steps, library_path=(f"{ctx.container.backend_dir}/{framework.backend}",),
                         library_path_for=framework.manifest.why)
+
+
+def manifest_preload(ctx: Context, path: str, loader: LoadedBy, key: str) -> LoadStep:
+    """The preload step of a manifest entry (`path` as the manifest resolved it). Its file is the one the
+    container resolves the entry's container path to, where that is another file than `path`: an absolute entry
+    names a path inside the container (`/opt/ops/libmyops.so` of the image), whose file is under the root."""
+    container_path = ctx.container_path(path)
+    target = ctx.container.target
+    found = target.host_path(container_path) if target is not None else None
+    source = path if found is None or _same_file(path, found) else ctx.source(container_path)
+    return LoadStep(container_path, source, loader, Purpose.PRELOAD, preload=True, written=in_manifest(ctx, key, path))
 
 
 def in_manifest(ctx: Context, key: str, path: str) -> Written | None:

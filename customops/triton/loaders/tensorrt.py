@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from customops.frameworks import TENSORRT
-from customops.triton.plan import Context, LoadedBy, LoaderResult, LoadStep, Purpose, in_manifest
+from customops.triton.plan import Context, LoadedBy, LoaderResult, LoadStep, Purpose, in_manifest, manifest_preload
 
 if TYPE_CHECKING:  # the process-wide loaders run on launch's cached path, which reads no repository
     from customops.triton.repository import Model
@@ -24,8 +24,7 @@ def process(ctx: Context) -> LoaderResult:
     if not paths:
         return LoaderResult()
     if manifest.load(FRAMEWORK) == "preload":
-        return LoaderResult(steps=tuple(LoadStep(ctx.container_path(p), p, LoadedBy.TENSORRT, Purpose.PRELOAD,
-                                                 preload=True, written=in_manifest(ctx, PLUGINS, p)) for p in paths))
+        return LoaderResult(steps=tuple(manifest_preload(ctx, p, LoadedBy.TENSORRT, PLUGINS) for p in paths))
     setting = f"{FRAMEWORK.backend},{FRAMEWORK.plugins}=" + ";".join(ctx.container_path(p) for p in paths)
     return LoaderResult(server_args=(f"--backend-config={setting}",))
 
