@@ -64,6 +64,7 @@ class Code(str, Enum):
     CO306 = "CO306"
     CO307 = "CO307"
     CO308 = "CO308"
+    CO309 = "CO309"
     CO401 = "CO401"
     CO402 = "CO402"
     CO403 = "CO403"

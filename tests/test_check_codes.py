@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
+import glibc_release
 from conftest import needs_toolchain
-from oracle import confirm_check
+from oracle import confirm_check, run_in_container
 
 from customops.app.check import run_check
 from customops.codes import Severity
@@ -272,6 +274,71 @@ def test_co308_an_onnxruntime_op_library_without_register_custom_ops(repo):
     lib = repo.library("m/ops/libop.so", "example/libort_noentry.so")
     result = repo.model("m", f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "{lib}" }}\n').check()
     assert codes(result) == {"CO308"}
+    confirm_check(result, str(repo.root))
+
+
+REFUSED = "cannot enable executable stack as shared object requires: Invalid argument"
+TF_OP = 'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{}" }}\n'
+
+
+def _stack_library(repo: Repo, tmp_path: Path, place: str, stack: str) -> str:
+    """/models/<place>, built needing an executable stack ("execstack": PF_X in PT_GNU_STACK; "none": no
+    PT_GNU_STACK, whose x86-64 default is executable) or not ("noexecstack")."""
+    source = tmp_path / "op.c"
+    source.write_text("int op(void) { return 1; }\n")
+    out = repo.models / place
+    out.parent.mkdir(parents=True, exist_ok=True)
+    flags = ["-Wl,-z,execstack"] if stack == "execstack" else ["-Wl,-z,noexecstack"]
+    subprocess.run(["gcc", "-shared", "-fPIC", str(source), "-o", str(out), *flags], check=True)
+    if stack == "none":  # binutils before 2.41 has no -z nognustack: PT_GNU_STACK becomes PT_NULL
+        data = bytearray(out.read_bytes())
+        phoff, (entsize, count) = int.from_bytes(data[0x20:0x28], "little"), struct.unpack_from("<HH", data, 0x36)
+        for at in range(phoff, phoff + entsize * count, entsize):
+            if struct.unpack_from("<I", data, at)[0] == 0x6474E551:
+                struct.pack_into("<I", data, at, 0)
+        out.write_bytes(data)
+    return f"/models/{place}"
+
+
+@needs_root
+@pytest.mark.oracle
+@pytest.mark.parametrize("stack", ["execstack", "none"])
+def test_co309_an_op_library_needing_an_executable_stack_is_refused_by_glibc_2_41(repo, tmp_path, stack):
+    """glibc 2.41's dlopen no longer makes the stack executable (NEWS 2.41): the real ld.so of Debian trixie in
+    the container refuses the library with the message predicted."""
+    glibc_release.install(glibc_release.debian_libc("trixie"), repo.root)
+    lib = _stack_library(repo, tmp_path, "m/ops/libop.so", stack)
+    result = repo.model("m", TF_OP.format(lib)).check()
+    assert result.container.facts.glibc == "GLIBC_2.41"
+    finding = only(result, "CO309")
+    assert finding.severity is Severity.ERROR and finding.predicted == f"{lib}: {REFUSED}"
+    assert run_in_container(str(repo.root), result.plan).error_of(lib) == finding.predicted
+
+
+@needs_root
+def test_co309_an_executable_stack_loads_under_an_older_glibc_as_a_warning(repo, tmp_path):
+    """Before 2.41 dlopen makes every thread's stack executable and the library loads: a warning naming 2.41."""
+    lib = _stack_library(repo, tmp_path, "m/ops/libop.so", "execstack")
+    result = repo.model("m", TF_OP.format(lib)).check()
+    finding = only(result, "CO309")
+    assert finding.severity is Severity.WARNING and "from glibc 2.41 on" in finding.message
+    assert run_in_container(str(repo.root), result.plan).error_of(lib) is None
+    confirm_check(result, str(repo.root))
+
+
+@needs_root
+@pytest.mark.oracle
+@pytest.mark.parametrize("preload", ["execstack", "noexecstack"])
+def test_co309_no_finding_for_a_noexecstack_library_or_once_a_preload_made_the_stack_executable(
+        repo, tmp_path, preload):
+    """ld.so still grants a preload its executable stack at start-up in 2.41; a later dlopen needing one then
+    loads. A library that does not need one loads under both."""
+    glibc_release.install(glibc_release.debian_libc("trixie"), repo.root)
+    lib = _stack_library(repo, tmp_path, "m/ops/libop.so", "execstack" if preload == "execstack" else "noexecstack")
+    _stack_library(repo, tmp_path, "m/libpre.so", preload)
+    result = repo.model("m", TF_OP.format(lib)).manifest('[host]\npreload = ["m/libpre.so"]\n').check()
+    assert "CO309" not in codes(result)
+    assert run_in_container(str(repo.root), result.plan).error_of(lib) is None
     confirm_check(result, str(repo.root))
 
 

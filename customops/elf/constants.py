@@ -105,6 +105,7 @@ GNU_HASH_HEADER_WORDS, SYSV_HASH_HEADER_WORDS = 4, 2
 
 # program headers: p_type and p_flags; e_phnum's escape to section 0
 PT_NULL, PT_LOAD, PT_DYNAMIC, PT_INTERP = 0, 1, 2, 3
+PT_GNU_STACK = 0x6474E551
 PF_X, PF_W, PF_R = 1, 2, 4
 SHT_PROGBITS, SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 0x1, 0x2, 0x4  # elf.h: section type and flags
 PN_XNUM = 0xFFFF

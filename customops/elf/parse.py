@@ -44,6 +44,7 @@ from customops.elf.constants import (
     GNU_HASH_HEADER_WORDS,
     PN_XNUM,
     PT_DYNAMIC,
+    PT_GNU_STACK,
     PT_INTERP,
     SHT_DYNSYM,
     SHT_SYMTAB,
@@ -133,7 +134,8 @@ class Parser:
         interpreter = self._interpreter(segments)
         hints = _SectionHints(image.data, header)
         dynamic = self._dynamic(segments)
-        return self._build(header, interpreter, dynamic, hints)
+        stack = next((s.flags for s in reversed(segments) if s.type == PT_GNU_STACK), None)  # the last wins
+        return self._build(header, interpreter, dynamic, hints, stack)
 
     def _named_extent(self, single: dict[int, int], counted: int) -> int:
         """The symbols relocations name beyond the hash tables' count (a library that exports nothing, with
@@ -217,7 +219,7 @@ class Parser:
         return TableLayout(symtab_off, count, stroff, strsz, versym_off, gnu_off, sysv_off)
 
     def _build(self, header: ElfHeader, interpreter: str | None, dyn: list[tuple[int, int]],
-               hints: _SectionHints) -> ElfInfo:
+               hints: _SectionHints, stack_flags: int | None) -> ElfInfo:
         image = self.image
         needed_offsets = [value for tag, value in dyn if tag == DT_NEEDED]
         # As elf_get_dynamic_info (glibc elf/get-dynamic-info.h): a later entry of a tag overrides an earlier one.
@@ -247,6 +249,7 @@ class Parser:
             has_section_headers=hints.present,
             has_symtab=hints.has_symtab,
             layout=layout,
+            stack_flags=stack_flags,
             symbols=symbols,
         )
 

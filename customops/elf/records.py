@@ -13,11 +13,14 @@ from customops.elf.constants import (
     DF_1_NOW,
     DF_BIND_NOW,
     DF_SYMBOLIC,
+    EM_386,
     EM_NAMES,
+    EM_X86_64,
     ET_NAMES,
     FLAG_1_NAMES,
     FLAG_NAMES,
     OSABI_NAMES,
+    PF_X,
     VER_FLG_BASE,
     VER_FLG_WEAK,
     VERSYM_HIDDEN,
@@ -26,6 +29,10 @@ from customops.elf.constants import (
 
 if TYPE_CHECKING:
     from customops.elf.symbols import SymbolTable
+
+# glibc's DEFAULT_STACK_PERMS (sysdeps/<machine>/stackinfo.h) has PF_X here: an object without PT_GNU_STACK
+# needs an executable stack (AArch64's default is PF_R|PF_W)
+EXECUTABLE_STACK_BY_DEFAULT = frozenset({EM_386, EM_X86_64})
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,7 @@ class ElfInfo:
     has_section_headers: bool
     has_symtab: bool
     layout: TableLayout
+    stack_flags: int | None  # p_flags of PT_GNU_STACK; None without one (the machine's default applies)
     symbols: SymbolTable = field(repr=False, compare=False)
 
     @property
@@ -154,6 +162,14 @@ class ElfInfo:
     def binds_now(self) -> bool:
         """-z now: every relocation is processed at load, lazy binding is off for this object."""
         return bool(self.flags & DF_BIND_NOW or self.flags_1 & DF_1_NOW)
+
+    @property
+    def needs_executable_stack(self) -> bool:
+        """ld.so must make the stack executable for it (glibc elf/dl-load.c _dl_map_object_from_fd): PF_X in
+        its PT_GNU_STACK, or no PT_GNU_STACK where the machine's default stack is executable."""
+        if self.stack_flags is None:
+            return self.machine_code in EXECUTABLE_STACK_BY_DEFAULT
+        return bool(self.stack_flags & PF_X)
 
     @property
     def symbolic(self) -> bool:

@@ -9,10 +9,11 @@ customops.rules.probed, which merges what --probe observed into these findings, 
 from __future__ import annotations
 
 from customops.findings import Finding
-from customops.rules import collisions, hygiene, loading, registrations, versions
+from customops.rules import collisions, executable_stack, hygiene, loading, registrations, versions
 from customops.rules.context import RuleContext
 
-RULES = (loading, collisions, versions, hygiene, registrations)  # in the order their findings are reported
+# in the order their findings are reported
+RULES = (loading, executable_stack, collisions, versions, hygiene, registrations)
 
 
 def run(ctx: RuleContext) -> list[Finding]:
