@@ -10,8 +10,8 @@ import struct
 import subprocess
 from pathlib import Path
 
-import pytest
 import glibc_release
+import pytest
 from conftest import needs_toolchain
 from oracle import confirm_check, run_in_container
 
