@@ -281,7 +281,7 @@ REFUSED = "cannot enable executable stack as shared object requires: Invalid arg
 TF_OP = 'backend: "tensorflow"\nmodel_operations {{ op_library_filename: "{}" }}\n'
 
 
-def _stack_library(repo: Repo, tmp_path: Path, place: str, stack: str) -> str:
+def stack_library(repo: Repo, tmp_path: Path, place: str, stack: str) -> str:
     """/models/<place>, built needing an executable stack ("execstack": PF_X in PT_GNU_STACK; "none": no
     PT_GNU_STACK, whose x86-64 default is executable) or not ("noexecstack")."""
     source = tmp_path / "op.c"
@@ -307,7 +307,7 @@ def test_co309_an_op_library_needing_an_executable_stack_is_refused_by_glibc_2_4
     """glibc 2.41's dlopen no longer makes the stack executable (NEWS 2.41): the real ld.so of Debian trixie in
     the container refuses the library with the message predicted."""
     glibc_release.install(glibc_release.debian_libc("trixie"), repo.root)
-    lib = _stack_library(repo, tmp_path, "m/ops/libop.so", stack)
+    lib = stack_library(repo, tmp_path, "m/ops/libop.so", stack)
     result = repo.model("m", TF_OP.format(lib)).check()
     assert result.container.facts.glibc == "GLIBC_2.41"
     finding = only(result, "CO309")
@@ -318,7 +318,7 @@ def test_co309_an_op_library_needing_an_executable_stack_is_refused_by_glibc_2_4
 @needs_root
 def test_co309_an_executable_stack_loads_under_an_older_glibc_as_a_warning(repo, tmp_path):
     """Before 2.41 dlopen makes every thread's stack executable and the library loads: a warning naming 2.41."""
-    lib = _stack_library(repo, tmp_path, "m/ops/libop.so", "execstack")
+    lib = stack_library(repo, tmp_path, "m/ops/libop.so", "execstack")
     result = repo.model("m", TF_OP.format(lib)).check()
     finding = only(result, "CO309")
     assert finding.severity is Severity.WARNING and "from glibc 2.41 on" in finding.message
@@ -334,8 +334,8 @@ def test_co309_no_finding_for_a_noexecstack_library_or_once_a_preload_made_the_s
     """ld.so still grants a preload its executable stack at start-up in 2.41; a later dlopen needing one then
     loads. A library that does not need one loads under both."""
     glibc_release.install(glibc_release.debian_libc("trixie"), repo.root)
-    lib = _stack_library(repo, tmp_path, "m/ops/libop.so", "execstack" if preload == "execstack" else "noexecstack")
-    _stack_library(repo, tmp_path, "m/libpre.so", preload)
+    lib = stack_library(repo, tmp_path, "m/ops/libop.so", "execstack" if preload == "execstack" else "noexecstack")
+    stack_library(repo, tmp_path, "m/libpre.so", preload)
     result = repo.model("m", TF_OP.format(lib)).manifest('[host]\npreload = ["m/libpre.so"]\n').check()
     assert "CO309" not in codes(result)
     assert run_in_container(str(repo.root), result.plan).error_of(lib) is None

@@ -15,8 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from urllib.parse import unquote
 
+import glibc_release
 import pytest
-from test_check_codes import Repo, codes
+from test_check_codes import TF_OP, Repo, codes, stack_library
 
 from customops.app.check import run_check
 from customops.findings import SuppressedBy
@@ -113,6 +114,17 @@ def test_every_finding_of_the_example_has_a_place_in_every_format(example):
     repo, container = example
     found = assert_every_format_places_every_finding(repo, container)
     assert {"CO104", "CO202", "CO301", "CO308", "CO401", "CO501", "CO504"} <= found, found
+
+
+@pytest.mark.oracle
+def test_co309_points_at_the_op_library_filename_line_in_every_format(tree, tmp_path):
+    """A rule of its own (rules.executable_stack) places its finding as loading's do: at the text naming it."""
+    repo = Repo(tree, tmp_path)
+    glibc_release.install(glibc_release.debian_libc("trixie"), repo.root)
+    repo.model("m", TF_OP.format(stack_library(repo, tmp_path, "m/ops/libop.so", "execstack")))
+    assert "CO309" in assert_every_format_places_every_finding(repo.models, repo.root)
+    (place,) = [p for p in places(report(repo.models, repo.root, "json"), "json") if p[0] == "CO309"]
+    assert place == ("CO309", "m/config.pbtxt", 2)
 
 
 # -- focused ------------------------------------------------------------------------------------------------
