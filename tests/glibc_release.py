@@ -44,3 +44,15 @@ def install(libc: Path, container: Path) -> None:
     for name in LIBRARIES:
         shutil.copy(libc / LIBDIR / name, container / "lib/x86_64-linux-gnu" / name)
     shutil.copy(libc / LIBDIR / "ld-linux-x86-64.so.2", container / "lib64/ld-linux-x86-64.so.2")
+
+
+def replace_glibc(container: Path, suite: str) -> str:
+    """Give a container root (a copy whose files may be hard links to cached fixtures) `suite`'s glibc: each glibc
+    file is unlinked, never written in place, then installed; the path of its libc.so.6 (to link against)."""
+    libc = debian_libc(suite)
+    for name in (*LIBRARIES, "ld-linux-x86-64.so.2"):
+        for found in (container / "lib/x86_64-linux-gnu" / name, container / "lib64" / name):
+            if found.is_file() and not found.is_symlink():
+                found.unlink()
+    install(libc, container)
+    return str(container / "lib/x86_64-linux-gnu/libc.so.6")

@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from glibc_release import replace_glibc
 
 from customops.app.check import run_check
 from customops.codes import Severity
@@ -213,12 +214,16 @@ def test_a_tensorflow_probe_uses_the_containers_own_tensorflow_and_agrees_with_t
 
 
 def unloadable_here(root: Path, library: Path) -> None:
-    """Replace the (hard-linked) library by a copy that needs a system library the container has and this
-    machine lacks, as a container's library built for a newer system would: the container loads it, the
-    probe here cannot."""
+    """Give the container a newer glibc (Debian trixie's 2.41) and replace the (hard-linked) library by a copy that
+    needs a system library built for it (strlcpy, GLIBC_2.38), as a container built on a newer system has: the
+    container loads it, this machine's older glibc cannot, even with the container's files handed to the probe."""
+    libc = replace_glibc(root, "trixie")
     system = root / "usr/lib/x86_64-linux-gnu/libzz.so.1"
-    subprocess.run(["gcc", "-shared", "-o", str(system), "-Wl,-soname,libzz.so.1", "-x", "c", "/dev/null"],
-                   check=True, capture_output=True)
+    source = root.parent / "zz.c"
+    source.write_text("#include <stddef.h>\nsize_t strlcpy(char *, const char *, size_t);\n"
+                      "size_t zz_copy(char *d, const char *s, size_t n) { return strlcpy(d, s, n); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-nostdlib", "-o", str(system), "-Wl,-soname,libzz.so.1", str(source),
+                    libc], check=True, capture_output=True)
     data = bytearray(library.read_bytes())
     at = data.index(b"\0librt.so.1\0")
     data[at + 1:at + 11] = b"libzz.so.1"

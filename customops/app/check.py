@@ -134,15 +134,18 @@ def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],
             notes: list[str]) -> tuple[list[Finding], tuple[ProbedGroup, ...]]:
     """--probe: the plan's libraries loaded by the real frameworks (isolated), what they observed folded into
     the findings and said in `notes` (extended here); the groups probed."""
-    from customops.probe.groups import containment_notes, probe_plan, tensorflow_registry
+    from customops.probe.groups import containment_notes, framework_libraries, probe_plan, tensorflow_registry
+    from customops.probe.needs import container_needs
     from customops.rules import probed
 
     plan = rules.plan
     tensorflow_models = any(m.backend == TENSORFLOW.backend for m in rules.models)
     tensorflow = tensorflow_registry(plan, probe) if tensorflow_models else None
-    groups = tuple(probe_plan(plan, probe))
+    needs = container_needs(rules.prediction, (*(s.host_path for s in (*plan.preloads, *plan.dlopens)),
+                                               *framework_libraries(plan)))
+    groups = tuple(probe_plan(plan, probe, needs))
     probes = rule_context.probed(groups, tensorflow, rules.models)
-    notes += probed.notes(probes) + containment_notes(list(groups))
+    notes += probed.notes(probes, rules.triton.container.facts.glibc) + containment_notes(list(groups))
     return probed.merge(findings, probed.check(replace(rules, probes=probes))), groups
 
 

@@ -18,7 +18,16 @@ import sys
 from customops.errors import printable
 from customops.frameworks import TENSORRT
 from customops.probe import sandbox
-from customops.probe.frameworks import LOADER, probe_group, runtime_files, settled_runtime, unavailable
+from customops.probe.frameworks import (
+    LOADER,
+    needed_files,
+    needs_args,
+    probe_group,
+    runtime_files,
+    settled_runtime,
+    unavailable,
+)
+from customops.probe.needs import Needs
 from customops.probe.reported import Reported
 from customops.probe.results import ProbeResult, ProbeStatus
 
@@ -26,11 +35,12 @@ Results = tuple[ProbeResult, ...]
 
 
 def probe_groups(groups: tuple[tuple[str, ...], ...], python: str | None = None, timeout: float = 60,
-                 memory_mb: int = 4096, framework: str = "none", runtime: str | None = None) -> tuple[Results, ...]:
+                 memory_mb: int = 4096, framework: str = "none", runtime: str | None = None,
+                 needs: Needs | None = None) -> tuple[Results, ...]:
     """probe_group's results for each group, from one sandbox that imports the framework once. TensorRT's probe
     (against customops' stand-in, which imports nothing) and a single group go through probe_group."""
     if len(groups) < 2 or framework == TENSORRT.probe:
-        return tuple(probe_group(group, python, timeout, memory_mb, framework, runtime) for group in groups)
+        return tuple(probe_group(group, python, timeout, memory_mb, framework, runtime, needs) for group in groups)
     paths = tuple(tuple(os.path.abspath(lib) for lib in group) for group in groups)
     python = python or sys.executable
     runtime, missing = settled_runtime(framework, runtime, python)
@@ -39,8 +49,10 @@ def probe_groups(groups: tuple[tuple[str, ...], ...], python: str | None = None,
                      for group in paths)
     files = tuple(dict.fromkeys(p for group in paths for p in group))
     joined = [word for index, group in enumerate(paths) for word in (*(["--"] if index else []), *group)]
-    run = sandbox.run(python, LOADER, [framework, runtime or "", "--groups", f"{timeout:g}", *joined],
-                      timeout * (len(groups) + 1), memory_mb, (*files, *runtime_files(runtime)) if runtime else files)
+    given = needs_args(needs, (*files, *((runtime,) if runtime else ())))
+    run = sandbox.run(python, LOADER, [framework, runtime or "", *given, "--groups", f"{timeout:g}", *joined],
+                      timeout * (len(groups) + 1), memory_mb,
+                      ((*files, *runtime_files(runtime)) if runtime else files) + needed_files(needs, given))
     every = unavailable(run, timeout, files, python, runtime or framework)
     if every is not None:
         by_path = {r.library: r for r in every}
@@ -48,7 +60,7 @@ def probe_groups(groups: tuple[tuple[str, ...], ...], python: str | None = None,
     # a group the loader did not end (it stopped batching, or a library killed or stopped it) is probed again,
     # in a sandbox of its own
     return tuple(Reported(each, timeout).each(group) if each is not None else
-                 probe_group(group, python, timeout, memory_mb, framework, runtime)
+                 probe_group(group, python, timeout, memory_mb, framework, runtime, needs)
                  for each, group in zip(split(run, len(paths)), paths, strict=True))
 
 

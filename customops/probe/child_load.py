@@ -6,7 +6,9 @@ probe interpreter. It needs nothing but the standard library and ctypes and runs
 
 args: the framework ("none", "torch", "tensorflow" or "onnxruntime"), the framework's C-API library (the
 libonnxruntime.so for "onnxruntime"; for "tensorflow" a libtensorflow_cc.so.2, or "" for the Python package;
-"" for the others), then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
+"" for the others), optionally "--needs" and a JSON object (each library, the C-API library among them -> the
+[name, path] pairs of the container's files it needs, in the order to load them: customops/probe/needs.py),
+then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
 for each library REGISTERED (library, name) for every name the registry gained, then LOADED (library); or
 FAILED (message) for the first library whose load call raised, and nothing after it; or UNAVAILABLE
 (message) when the framework cannot be imported (exit status 3).
@@ -15,6 +17,7 @@ FAILED (message) for the first library whose load call raised, and nothing after
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,11 +28,26 @@ if TYPE_CHECKING:  # defined by child_forks.py's text, which follows this one's 
 
 UNAVAILABLE_EXIT, FAILED_EXIT = 3, 1
 LOCAL = os.RTLD_NOW | os.RTLD_LOCAL
+NEEDS: dict[str, list[list[str]]] = {}  # what main read after "--needs"
+
+
+def needs_loaded(library: str) -> None:
+    """Before `library`: dlopen, by path, each container file its DT_NEEDED entries resolve to in the container,
+    so that ld.so matches those names against them instead of searching this machine; a name the process
+    already has an object for (this machine's glibc, the framework it imported) keeps that object."""
+    for name, path in NEEDS.get(library, ()):
+        try:
+            ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            ctypes.CDLL(path, mode=LOCAL)
 
 
 def main(emit: Callable[..., None], args: list[str]) -> int:
     """Load every library, stopping at the first failure; the exit status. With "--groups", each group in a
     process of its own (customops/probe/child_forks.py, whose text follows this one's)."""
+    if args[2:3] == ["--needs"]:
+        NEEDS.update(json.loads(args[3]))
+        args = [*args[:2], *args[4:]]
     if args[2:3] == ["--groups"]:
         return in_forks(emit, args[0], args[1], args[3:])
     loader = prepare(args[0], args[1], emit)
@@ -40,6 +58,7 @@ def prepare(framework: str, runtime: str, emit: Callable[..., None]) -> Dlopen |
     """The framework's loader, once the framework is in the process; or the exit status when it cannot be."""
     try:
         if runtime and framework in ("tensorflow", "onnxruntime", "torch"):
+            needs_loaded(runtime)
             ctypes.CDLL(runtime, mode=LOCAL)
         elif framework in ("torch", "tensorflow"):
             __import__(framework)
@@ -53,6 +72,7 @@ def load_all(loader: Dlopen, paths: list[str], emit: Callable[..., None]) -> int
     """Load `paths` in order with `loader`, reporting each; the exit status."""
     for path in paths:
         try:
+            needs_loaded(path)
             added = loader.load(path)
             if path == paths[-1]:
                 loader.finish()

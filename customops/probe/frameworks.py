@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, TENSORFLOW, TENSORRT
 from customops.inspect import protowire
 from customops.probe import sandbox
+from customops.probe.needs import Needs
 from customops.probe.reported import Reported, tagged
 from customops.probe.results import ProbeResult, ProbeStatus
 
@@ -43,11 +45,12 @@ UNAVAILABLE_EXIT = 3  # the scripts' exit status when the framework cannot be im
 
 
 def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
-               after: tuple[str, ...] = (), framework: str = "none", runtime: str | None = None) -> ProbeResult:
+               after: tuple[str, ...] = (), framework: str = "none", runtime: str | None = None,
+               needs: Needs | None = None) -> ProbeResult:
     """Load `after` (in order), then `library`, in one isolated process, and report on `library`: a
     duplicate registration between them shows as the framework's own failure (e.g. the abort of a second
     TORCH_LIBRARY); a failure of an earlier library is reported as this one's."""
-    results = probe_group((*after, library), python, timeout, memory_mb, framework, runtime)
+    results = probe_group((*after, library), python, timeout, memory_mb, framework, runtime, needs)
     failed = next((r for r in results if r.status is not ProbeStatus.LOADED), None)
     last = results[-1]
     if last.status is ProbeStatus.NOT_LOADED and failed is not None:
@@ -57,7 +60,8 @@ def probe_load(library: str, python: str | None = None, timeout: float = 60, mem
 
 
 def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
-                framework: str = "none", runtime: str | None = None) -> tuple[ProbeResult, ...]:
+                framework: str = "none", runtime: str | None = None,
+                needs: Needs | None = None) -> tuple[ProbeResult, ...]:
     """Load `libraries` in order into one isolated process, as `framework` loads op libraries, and report
     on each: LOADED (with the names the framework's registry gained), FAILED, CRASHED or TIMED_OUT for the
     one being loaded when it went wrong, NOT_LOADED for the rest. "none" is a plain
@@ -70,7 +74,8 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     `runtime` (a libtorch_cpu.so) loads it and then dlopens the libraries, as torch.ops.load_library does,
     without the Python package: a verdict on loading, with no registrations listed. "tensorrt" loads them
     against a recording stand-in for the libnvinfer.so.N they need and lists the plugin creators each one
-    registered as "namespace::name/version" (customops/probe/tensorrt_standin.py).
+    registered as "namespace::name/version" (customops/probe/tensorrt_standin.py). `needs`: for each library
+    (and the C-API library), the container's files it needs, loaded by path before it (customops/probe/needs.py).
 
     A library runs in the loader's own process, so it could, by reading the loader's memory, learn the
     nonce and forge what the loader reports; a library that only prints the protocol, or writes it to
@@ -87,8 +92,24 @@ def probe_group(libraries: tuple[str, ...], python: str | None = None, timeout: 
     if missing is not None:
         return tuple(ProbeResult(p, ProbeStatus.UNAVAILABLE, missing, None, "", ()) for p in paths)
     readable = (*paths, *runtime_files(runtime)) if runtime else paths
-    run = sandbox.run(python, LOADER, [framework, runtime or "", *paths], timeout, memory_mb, readable)
+    given = needs_args(needs, (*paths, *((runtime,) if runtime else ())))
+    run = sandbox.run(python, LOADER, [framework, runtime or "", *given, *paths], timeout, memory_mb,
+                      (*readable, *needed_files(needs, given)))
     return unavailable(run, timeout, paths, python, runtime or framework) or Reported(run, timeout).each(paths)
+
+
+def needs_args(needs: Needs | None, libraries: tuple[str, ...]) -> list[str]:
+    """The loader script's "--needs" arguments for these libraries (none when nothing is known of them)."""
+    chosen = {library: [list(need) for need in needs[library]] for library in dict.fromkeys(libraries)
+              if needs and needs.get(library)}
+    return ["--needs", json.dumps(chosen)] if chosen else []
+
+
+def needed_files(needs: Needs | None, given: list[str]) -> tuple[str, ...]:
+    """The container's files the loader script was handed (the sandbox lets it read them)."""
+    if not given:
+        return ()
+    return tuple(dict.fromkeys(path for pairs in json.loads(given[1]).values() for _, path in pairs))
 
 
 def settled_runtime(framework: str, runtime: str | None, python: str) -> tuple[str | None, str | None]:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from customops import cachedir
 from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, PROBE_ORDER, PYTORCH, TENSORFLOW, TENSORRT, probed_as
 from customops.probe.frameworks import C_API_LIBRARY, onnxruntime_library, package_file, probe_group, tensorflow_ops
-from customops.probe.results import FAILURES, PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
+from customops.probe.needs import Needs
+from customops.probe.results import PROBE_RESULT_SHAPE, ProbeResult, ProbeStatus
 from customops.triton.plan import LoadPlan, LoadStep, Purpose
 
 if TYPE_CHECKING:
@@ -54,10 +55,13 @@ class ProbedGroup:
     runtime: str | None  # the C-API library that loaded them (libonnxruntime.so, libtensorflow_cc.so.2), if one did
     alone: tuple[ProbeResult, ...]  # each library in its own process
     together: tuple[ProbeResult, ...]  # all of them, in load order, in one process
-    # torch: the container's own libtorch (without Python) on each library that failed alone with the probe's
+    # torch: the container's own libtorch (without Python) on each library, alone
     container: tuple[ProbeResult, ...] = ()
     passed_over: str = ""  # why the container's own framework library did not probe them, where it was tried
     builtin: BuiltinPlugins | None = None  # tensorrt: the container's built-in plugins
+    glibc: str = ""  # the glibc the probes ran on (this machine's), as "2.36"
+    # the libraries whose dependencies were looked up on this machine: the static model did not load them
+    searched_here: tuple[str, ...] = ()
 
     def in_container(self, source: str) -> ProbeResult | None:
         """What the container's own framework did with the library, where that was probed besides."""
@@ -96,9 +100,12 @@ def groups(plan: LoadPlan) -> list[tuple[str, str | None, tuple[LoadStep, ...]]]
     return found
 
 
-def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
+def probe_plan(plan: LoadPlan, settings: ProbeSettings, needs: Needs | None = None) -> list[ProbedGroup]:
+    """Each group of the plan's op libraries, probed. `needs`: the container's files each library and each
+    framework library needs (customops/probe/needs.py; None: each is looked up on this machine)."""
     from customops import progress
 
+    needs = needs or {}
     probed = []
     for framework, model, steps in groups(plan):
         progress.stage(f"probing the {framework} op libraries" + (f" of {model}" if model else ""))
@@ -111,7 +118,7 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
             # What the answer depends on: the op libraries, and the framework (its C-API library or package).
             identity = runtime or package_file(settings.python, framework)
             batches = [(source,) for source in sources] + ([sources] if len(sources) > 1 else [])
-            *each, last = cached_batches(settings, framework, runtime, identity, batches)
+            *each, last = cached_batches(settings, framework, runtime, identity, batches, needs)
             alone = tuple(r[0] for r in each) if len(sources) > 1 else last
             together = last
             group = ProbedGroup(framework, model, steps, runtime, alone, together, passed_over=passed_over)
@@ -121,11 +128,24 @@ def probe_plan(plan: LoadPlan, settings: ProbeSettings) -> list[ProbedGroup]:
                 passed_over = f"the container's {os.path.basename(runtime)} did not load here: {group.unavailable}"
         assert group is not None
         if framework == PYTORCH.probe and (libtorch := container_library(plan, framework)) is not None:
-            failed = [r.library for r in group.alone if r.status in FAILURES]
-            group = replace(group, container=tuple(cached_results(settings, framework, libtorch, libtorch, (f,))[0]
-                                                   for f in failed))
-        probed.append(group)
+            # every library again with the container's own libtorch: the verdict on loading in the container
+            own = tuple(r[0] for r in cached_batches(settings, framework, libtorch, libtorch,
+                                                     [(source,) for source in sources], needs))
+            why = next((r.message for r in own if r.status is ProbeStatus.UNAVAILABLE), "")
+            group = replace(group, container=own, passed_over=group.passed_over or (
+                f"the container's {os.path.basename(libtorch)} did not load here: {why}" if why else ""))
+        probed.append(replace(group, glibc=this_glibc(), searched_here=tuple(
+            os.path.abspath(s) for s in sources if os.path.abspath(s) not in needs)))
     return probed
+
+
+def this_glibc() -> str:
+    """The glibc this machine's programs run on ("2.36"), which the probes' processes have; "" when unknown."""
+    try:
+        found = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return ""
+    return found.split()[-1] if found.startswith("glibc ") else ""
 
 
 def _tensorrt_group(steps: tuple[LoadStep, ...], settings: ProbeSettings, plan: LoadPlan) -> ProbedGroup:
@@ -206,6 +226,11 @@ def runtimes(plan: LoadPlan, settings: ProbeSettings, framework: str) -> list[st
     return found or [None]
 
 
+def framework_libraries(plan: LoadPlan) -> tuple[str, ...]:
+    """The container's C-API library of each framework the plan's backends load (host paths)."""
+    return tuple(found for f in PROBE_ORDER if f.probe and (found := container_library(plan, f.probe)))
+
+
 def container_library(plan: LoadPlan, framework: str) -> str | None:
     """The container's C-API library of `framework` (a host path), beside the backend library the plan loads."""
     described = probed_as(framework)
@@ -223,30 +248,38 @@ def container_library(plan: LoadPlan, framework: str) -> str | None:
     return None
 
 
-def cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...]) -> list[str] | None:
-    """What a probe's result is kept under: the interpreter, the framework file and the libraries, each with
-    its identity (None: no cache dir, or a file vanished)."""
+def cache_key(settings: ProbeSettings, kind: str, identity: str | None, sources: tuple[str, ...],
+              needed: tuple[str, ...] = ()) -> list[str] | None:
+    """What a probe's result is kept under: the interpreter, the framework file, the libraries and the container's
+    files they were handed (`needed`), each with its identity (None: no cache dir, or a file vanished)."""
     if settings.cache_dir is None or identity is None:
         return None
     try:
-        identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources)]
+        identities = [cachedir.file_key(p) for p in (settings.python, identity, *sources, *needed)]
     except OSError:
         return None
-    return [kind, settings.python, identity, *sources, *identities]
+    return [kind, settings.python, identity, *sources, *(["--needs", *needed] if needed else []), *identities]
+
+
+def handed(needs: Needs, libraries: tuple[str | None, ...]) -> tuple[str, ...]:
+    """The container's files the loader script is handed for these libraries, in order, once each."""
+    return tuple(dict.fromkeys(path for library in libraries if library
+                               for _, path in needs.get(os.path.abspath(library), ())))
 
 
 def cached_batches(settings: ProbeSettings, framework: str, runtime: str | None, identity: str | None,
-                   batches: list[tuple[str, ...]]) -> list[tuple[ProbeResult, ...]]:
+                   batches: list[tuple[str, ...]], needs: Needs | None = None) -> list[tuple[ProbeResult, ...]]:
     """cached_results for each batch of libraries: what the cache lacks is probed in one sandbox, the framework
     imported once (customops.probe.batch), then stored."""
     from customops.probe.batch import probe_groups
 
-    keys = [cache_key(settings, framework, identity, batch) for batch in batches]
+    needs = needs or {}
+    keys = [cache_key(settings, framework, identity, batch, handed(needs, (runtime, *batch))) for batch in batches]
     found: list[tuple[ProbeResult, ...] | None] = [_cached(settings, key, batch) for key, batch in zip(keys, batches,
                                                                                                        strict=True)]
     missing = [i for i, hit in enumerate(found) if hit is None]
     probed = probe_groups(tuple(batches[i] for i in missing), settings.python, settings.timeout, framework=framework,
-                          runtime=runtime) if missing else ()
+                          runtime=runtime, needs=needs) if missing else ()
     for i, results in zip(missing, probed, strict=True):
         _store(settings, keys[i], results)
         found[i] = results

@@ -17,6 +17,7 @@ A static finding that a probe confirms is kept, with the probe's observation add
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from customops.codes import Code, Severity
@@ -28,7 +29,7 @@ from customops.probe.results import FAILURES, ProbeStatus
 from customops.rules import probed_tensorrt
 from customops.rules.context import Probes, RuleContext
 from customops.rules.registrations import duplicate_registration, unregistered_ops
-from customops.triton.plan import Context
+from customops.triton.plan import Context, LoadStep
 
 NEEDS_PREDICTION = False
 
@@ -48,12 +49,12 @@ def check(ctx: RuleContext) -> list[Finding]:
         if group.framework == TENSORRT.probe:
             observed += probed_tensorrt.check(group)
         else:
-            observed += _failures(group, _other_version(group, ctx.triton)) + _shadowed(group)
+            observed += _failures(group, ctx.triton) + _shadowed(group)
     return observed + other_versions(frameworks, ctx.triton) + _unregistered(frameworks, ctx.models, probes)
 
 
-def notes(probes: Probes) -> list[str]:
-    """What was probed, and what could not be."""
+def notes(probes: Probes, container_glibc: str | None) -> list[str]:
+    """What was probed, and what could not be; where the probes' glibc (this machine's) is not the container's."""
     found: list[str] = []
     if isinstance(probes.tensorflow, str):
         found.append(f"not probed: {probes.tensorflow}")
@@ -75,6 +76,19 @@ def notes(probes: Probes) -> list[str]:
                      f"{where} with {group.framework} {group.version}"
                      + (f" ({group.runtime})" if group.runtime and group.framework == TENSORFLOW.probe else "")
                      + (f" ({group.passed_over})" if group.passed_over else ""))
+        if own := next((r for r in group.container if r.status is not ProbeStatus.UNAVAILABLE), None):
+            found.append(f"probed the same {group.framework} op librar{'y' if len(group.steps) == 1 else 'ies'} each "
+                         f"with the container's own {group.framework} {own.framework_version} (its library, without "
+                         "Python): its verdict on loading is the container's")
+        if handed := sum(os.path.abspath(s.host_path) not in group.searched_here for s in group.steps):
+            found.append(f"the {group.framework} probes loaded what {handed} of its librar"
+                         f"{'y' if handed == 1 else 'ies'} need from the container's files, as its loader finds them")
+    glibc = {g.glibc for g in probes.groups if not g.unavailable and g.framework != TENSORRT.probe}
+    theirs = (container_glibc or "").removeprefix("GLIBC_")
+    if glibc and glibc != {theirs}:
+        found.append(f"the probes ran on this machine's glibc {', '.join(sorted(glibc)) or '(unknown)'}, the container "
+                     f"has {f'glibc {theirs}' if theirs else 'a glibc of unknown version'}: a load failure they see is "
+                     "evidence for the container, not a verdict")
     return found
 
 
@@ -97,34 +111,56 @@ def _other_version(group: ProbedGroup, ctx: Context) -> str | None:
     return str(expected)
 
 
-def _failures(group: ProbedGroup, other: str | None = None) -> list[Finding]:
-    """CO409 for each library that fails alone (information, not an error, when the probe's framework is
-    not the container's version `other`); CO406 for one that fails only after the others."""
+def differences(group: ProbedGroup, ctx: Context, step: LoadStep) -> tuple[str, ...]:
+    """How the process that probed `step` was not the container's, besides the framework's version: then what it
+    saw is evidence for the container, not a verdict (issue #38 §5)."""
     found = []
+    fact = ctx.container.facts.glibc or ""
+    theirs = fact.removeprefix("GLIBC_")
+    if not group.glibc or group.glibc != theirs:
+        found.append(f"the probe ran on this machine's glibc {group.glibc or '(its version unknown)'}, the container "
+                     f"has {f'glibc {theirs}' if theirs else 'a glibc of unknown version'}")
+    if os.path.abspath(step.host_path) in group.searched_here:
+        found.append(f"the probe looked {step.path}'s dependencies up on this machine: the static model does not load "
+                     "it in the container")
+    return tuple(found)
+
+
+def _failures(group: ProbedGroup, ctx: Context) -> list[Finding]:
+    """CO409 for each library that fails alone: with the container's own framework library (Torch: its libtorch,
+    loaded without Python) where that probed it, an error unless the probe's process differed from the container's
+    (differences()); with the probe interpreter's framework otherwise, information when that is another version
+    than the container's (`other`) or the process differed. CO406 for one that fails only after the others."""
+    found = []
+    other = _other_version(group, ctx)
     members = group.members()
     for index, (step, alone, together) in enumerate(members):
+        differs = differences(group, ctx, step)
+        evidence_only = tuple(f"{d}: this failure is evidence for the container, not a verdict" for d in differs)
+        own = group.in_container(step.host_path)
+        if own is not None and own.status in FAILURES:  # the container's own framework library: the verdict
+            label = f"the container's {group.framework} {own.framework_version or other or group.version}".strip()
+            found.append(fails_to_load(
+                f"{step.path} fails to load with {label}: {own.message}", model=step.model,
+                severity=Severity.INFO if differs else None,
+                library=step.path, file=step.host_path, predicted=own.message,
+                evidence=(f"probe ({label}, its libtorch without Python): {own.status.value} when loaded "
+                          f"alone: {own.message}",
+                          f"probe ({_label(group)}): {alone.status.value} when loaded alone"
+                          + (f": {alone.message}" if alone.message else ""), *evidence_only)))
+            continue
         if alone.status in FAILURES:
-            own = group.in_container(step.host_path) if other else None
-            if own is not None and own.status in FAILURES:  # the container's own framework fails too: a verdict
-                label = f"the container's {group.framework} {own.framework_version or other}"
-                found.append(fails_to_load(
-                    f"{step.path} fails to load with {label}: {own.message}", model=step.model,
-                    library=step.path, file=step.host_path, predicted=own.message,
-                    evidence=(f"probe ({label}, its libtorch without Python): {own.status.value} when loaded "
-                              f"alone: {own.message}",
-                              f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}")))
-                continue
-            differs = (f"{group.framework} {group.version} is not the container's {other}: this failure is evidence "
+            version = (f"{group.framework} {group.version} is not the container's {other}: this failure is evidence "
                        "for the container's framework, not a verdict",) if other else ()
-            loads = (f"probe (the container's {group.framework} {own.framework_version or other}, without Python): "
-                     f"{own.status.value} when loaded alone",) if own is not None else ()
+            theirs = f"the container's {group.framework} {own.framework_version or other or ''}".strip() if own else ""
+            loads = (f"probe ({theirs}, without Python): {own.status.value} when loaded alone",) if own else ()
             found.append(fails_to_load(
                 f"{step.path} fails to load with {_label(group)}"
                 f"{f' (the container ships {other})' if other else ''}: {alone.message}",
-                severity=Severity.INFO if other else None, model=step.model,
+                severity=Severity.INFO if other or differs or own is not None else None, model=step.model,
                 library=step.path, file=step.host_path, predicted=alone.message,
                 evidence=(f"probe ({_label(group)}): {alone.status.value} when loaded alone: {alone.message}",
-                          *differs, *loads)))
+                          *version, *loads, *evidence_only)))
         elif together.status in FAILURES:
             earlier = group.steps[:index]
             shared = sorted({name for _, r, _ in members[:index] for name in r.registered} & set(alone.registered))
