@@ -15,9 +15,11 @@ import zipfile
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+import numpy as np
+
 from customops import safeio
 from customops.elf.cache import ElfReader
-from customops.elf.header import read_header, readonly_data
+from customops.elf.header import Buffer, read_header, readonly_data
 from customops.elf.parse import open_mapped
 from customops.elf.symtab import symtab_strings
 from customops.errors import ElfError, InputError
@@ -171,3 +173,47 @@ def mentions(paths: list[str], needles: Iterable[bytes]) -> frozenset[bytes]:
         found |= hits
         left -= hits
     return frozenset(found)
+
+
+def names_in_readonly_data(paths: Iterable[str], names: Iterable[str]) -> dict[str, frozenset[str]]:
+    """For each file, which of `names` occur in its read-only data as NUL-terminated strings, whole or as the tail
+    of a longer one (a linker may keep a string inside a longer one that ends with it): where the string literal
+    of a name registered in code lies (REGISTER_OP("Name")). A name found nowhere is in none of those files. Whole
+    strings are matched all at once (whole_strings), only the rest searched for as tails."""
+    wanted = {name.encode() for name in names if name}
+    found: dict[str, frozenset[str]] = {}
+    for path in paths:
+        try:
+            data, _identity = open_mapped(path)
+            ranges = [(begin, min(end, len(data))) for begin, end in readonly_data(data, read_header(data, path), path)]
+        except (InputError, ElfError, ValueError, OSError):
+            continue
+        hits = set().union(*(whole_strings(data, begin, end, wanted) for begin, end in ranges if end > begin))
+        hits |= {name for name in wanted - hits
+                 if any(data.find(name + b"\0", begin, end) != -1 for begin, end in ranges)}
+        found[path] = frozenset(name.decode() for name in hits)
+    return found
+
+
+def whole_strings(data: Buffer, begin: int, end: int, wanted: set[bytes]) -> set[bytes]:
+    """Those of `wanted` that are whole NUL-terminated strings of data[begin:end]: every string is keyed by its
+    length and first eight bytes in one vectorised pass, and only those whose key a wanted name has are compared."""
+    view = np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin)
+    ends = np.flatnonzero(view == 0)
+    if not len(ends) or not wanted:
+        return set()
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    lengths = ends - starts
+    keep = np.isin(lengths, [len(name) for name in wanted])
+    starts, lengths = starts[keep], lengths[keep]
+    keys = _keys(view[np.minimum(starts[:, None] + np.arange(8), len(view) - 1)], lengths)
+    names = np.array([bytes(name[:8]).ljust(8, b"\0") for name in wanted], dtype="S8").view(np.uint8).reshape(-1, 8)
+    chosen = np.isin(keys, _keys(names, np.array([len(name) for name in wanted])))
+    return {text for at, size in zip(starts[chosen].tolist(), lengths[chosen].tolist(), strict=True)
+            if (text := bytes(view[at:at + size])) in wanted}
+
+
+def _keys(heads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A string's key: its first eight bytes (those past its end zeroed) as a number, mixed with its length."""
+    heads = np.ascontiguousarray(heads * (np.arange(8) < lengths[:, None]), dtype=np.uint8)
+    return heads.view(np.uint64).ravel() ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))

@@ -53,7 +53,9 @@ class FileFacts:
     setuid_server: bool = False  # the server executable is set-user/group-ID (CO307: secure execution)
     torchscript_calls: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # archive -> ops
     onnx_ops: Mapping[str, ModelOps] = field(default_factory=dict)  # model file -> (used, model-local)
-    frameworks: Mapping[str, FrameworkStrings] = field(default_factory=dict)  # "pytorch", "onnxruntime"
+    frameworks: Mapping[str, FrameworkStrings] = field(default_factory=dict)  # "pytorch", "onnxruntime", ...
+    tensorflow_ops: Mapping[str, frozenset[str]] = field(default_factory=dict)  # model file -> op types it uses
+    op_names: Mapping[str, frozenset[str]] = field(default_factory=dict)  # registrant -> those op types it names
     descriptors: Mapping[str, DescriptorFacts] = field(default_factory=dict)  # preloads exporting protobuf tables
     registrars: Mapping[str, Registrar] = field(default_factory=dict)  # loaded objects registering protobuf files
     # each entry of the container's backend directory (sorted) -> the names in it, sorted (CO504: the framework
@@ -121,7 +123,7 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
         descriptors=protobuf_descriptors.read([s.host_path for s in plan.preloads], reader),
         registrars=protobuf_registrations.read(loaded, reader))
     if triton.container.target is not None and triton.container.facts.known_from is FactsFrom.ROOT:
-        facts = _with_model_facts(facts, models, triton)
+        facts = _with_model_facts(facts, models, triton, custom)
     if triton.container.target is not None and prediction is not None:
         facts = replace(facts, backends=_backends(triton))
     return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes, registering)
@@ -175,7 +177,8 @@ def _setuid_server(triton: Context) -> bool:
     return bool(mode and mode & (stat.S_ISUID | stat.S_ISGID))
 
 
-def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context) -> FileFacts:
+def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context,
+                      registrants: Sequence[str]) -> FileFacts:
     """The ops the models use and the names the container's frameworks build in (CO408); only where the
     container's own files are at hand (a root, not a profile), as only then can built-in names be told apart."""
     container = triton.container
@@ -189,12 +192,26 @@ def _with_model_facts(facts: FileFacts, models: Sequence[Model], triton: Context
     needles = {PYTORCH.backend: {f"{ns}::".encode() for found in calls.values() for ns, _ in found},
                ONNXRUNTIME.backend: {b"\0" + d.encode() + b"\0" for ops, local in used.values() for d, _ in ops - local
                                if d not in ("", "ai.onnx")}}
+    graphs = {m.model_file(TENSORFLOW.file_for(m.platform)) for m in models if m.backend == TENSORFLOW.backend
+              and m.versions}
+    tensorflow = {path: frozenset(found) for path in sorted(graphs)
+                  if (found := files.read_or_none(tf_model_ops, path)) is not None}
+    op_types = {op for ops in tensorflow.values() for op in ops}
     frameworks = {}
     for name, wanted in needles.items():
         directory = target.host_path(f"{container.backend_dir}/{name}")
         libraries = files.libraries_in(directory) if directory else []
         frameworks[name] = FrameworkStrings(directory or "", bool(libraries), files.mentions(libraries, wanted))
-    return replace(facts, torchscript_calls=calls, onnx_ops=used, frameworks=frameworks)
+    op_names: dict[str, frozenset[str]] = {}
+    if op_types:  # REGISTER_OP's names: in the container's TensorFlow libraries and in every registrant
+        directory = target.host_path(f"{container.backend_dir}/{TENSORFLOW.backend}")
+        libraries = files.libraries_in(directory) if directory else []
+        named = files.names_in_readonly_data([*libraries, *registrants], op_types)
+        frameworks[TENSORFLOW.backend] = FrameworkStrings(directory or "", bool(libraries), frozenset(
+            name.encode() for library in libraries for name in named.get(library, ())))
+        op_names = {path: named[path] for path in registrants if path in named}
+    return replace(facts, torchscript_calls=calls, onnx_ops=used, frameworks=frameworks, tensorflow_ops=tensorflow,
+                   op_names=op_names)
 
 
 def _backends(triton: Context) -> dict[str, tuple[str, ...]]:

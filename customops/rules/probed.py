@@ -28,7 +28,8 @@ from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.probe.results import FAILURES, ProbeStatus
 from customops.rules import probed_tensorrt
 from customops.rules.context import Probes, RuleContext
-from customops.rules.registrations import duplicate_registration, unregistered_ops
+from customops.rules.registrations import duplicate_registration
+from customops.rules.unregistered_ops import unregistered_ops
 from customops.triton.plan import Context, LoadStep
 
 NEEDS_PREDICTION = False

@@ -1,4 +1,5 @@
-"""CO406 and CO408: what the op libraries register, against each other and against what the models use.
+"""CO406: what the op libraries register, against each other (CO408, against what the models use:
+customops.rules.unregistered_ops).
 
 CO406, two libraries one server process loads register the same thing; what happens is the framework's rule:
 - Torch: a second TORCH_LIBRARY for a namespace aborts the process inside dlopen (FRAGMENT and IMPL blocks
@@ -18,8 +19,8 @@ CO406, two libraries one server process loads register the same thing; what happ
 - TensorRT: the same plugin library twice: the second's creators are refused ("Could not register plugin
   creator"); the first wins. Creator names cannot be read statically, so only identical libraries are
   detected; the report says so.
-CO408, a model calls ops that nothing loaded registers. With --probe, customops.rules.probed reports what
-the frameworks observed through duplicate_registration() and unregistered_ops() here.
+With --probe, customops.rules.probed reports what the frameworks observed through duplicate_registration()
+here.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 from customops.codes import Code, Severity
 from customops.emitters import emits
 from customops.findings import Finding
-from customops.frameworks import ONNXRUNTIME, PYTORCH, TENSORFLOW, TENSORRT
+from customops.frameworks import PYTORCH, TENSORFLOW, TENSORRT
 from customops.inspect.registrations import FoundIn, RefusedDef, Registration
 from customops.rules.context import RuleContext, again
 from customops.triton.plan import LoadedBy, LoadStep
@@ -48,8 +49,7 @@ def check(ctx: RuleContext) -> list[Finding]:
     torch = _torch(loaded, registrations)
     torch += _torch_copies(loaded, registrations, ctx, {f.library for f in torch})
     torch += _torch_schemas(_registration_order(loaded), registrations, ctx, {f.library for f in torch})
-    return (torch + _copies(steps, registrations, ctx)
-            + _unregistered_torch_ops(ctx, registrations) + _unregistered_onnx_domains(ctx))
+    return torch + _copies(steps, registrations, ctx)
 
 
 def _distinct_files(steps: list[LoadStep], ctx: RuleContext) -> list[LoadStep]:
@@ -79,95 +79,6 @@ def _registration_order(steps: list[LoadStep]) -> list[LoadStep]:
 def duplicate_registration(message: str, **about: Any) -> Finding:
     """Two libraries of one process register the same thing: read from their files, or observed by a probe."""
     return Finding(Code.CO406, message, **about)
-
-
-@emits(Code.CO408)
-def unregistered_ops(message: str, **about: Any) -> Finding:
-    """A model uses ops that nothing loaded registers: read from the files, or observed by a probe."""
-    return Finding(Code.CO408, message, **about)
-
-
-def _unregistered_torch_ops(ctx: RuleContext, registrations: dict) -> list[Finding]:
-    """CO408: a TorchScript model calls ops of a namespace that neither a loaded op library nor the
-    container's own PyTorch libraries register: torch.jit.load fails with "Unknown builtin op". A loaded
-    library registers a namespace when its `.symtab` shows a (STABLE_)TORCH_LIBRARY or _FRAGMENT block for it,
-    when one of its schema strings is qualified with it, or, stripped and on the stable ABI (whose schemas are
-    whole C string literals, all readable), when it defines the schema of an op called there. Nothing is
-    claimed while a stripped op library's schemas may be incomplete (torch::Library's, which g++ may build
-    from immediates) or are not readable at all."""
-    framework = ctx.files.frameworks.get(PYTORCH.backend)
-    if framework is None:
-        return []  # the framework's own libraries are needed to tell built-in namespaces from missing ones
-    registered = {r.name for found in registrations.values() for r in found
-                  if r.framework == TORCH and r.kind in ("namespace", "fragment")}
-    schemas: set[tuple[str, str]] = set()  # (namespace or "" where not readable, op without overload)
-    for found in registrations.values():
-        library = _op_library(found)
-        if library is None:
-            continue
-        known, unknown = _namespaced_ops(found)
-        registered |= {ns for ns, _ in known}  # a schema defined in a namespace registers the namespace
-        if any(r.found_in is FoundIn.SYMTAB for r in found if r.framework == TORCH):
-            continue
-        if library.api != "stable" or not _schemas(found):
-            return []  # stripped, its schemas not all readable: it may register any namespace
-        schemas |= {(ns, op.split(".")[0]) for ns, op in known} | {("", op.split(".")[0]) for op in unknown}
-    findings = []
-    for model in ctx.models:
-        if model.backend != PYTORCH.backend or not model.versions:
-            continue
-        archive = model.model_file(PYTORCH.model_file)
-        calls = ctx.files.torchscript_calls.get(archive, frozenset())
-        for namespace in sorted({ns for ns, _ in calls} - registered):
-            if not framework.has_libraries or f"{namespace}::".encode() in framework.found:
-                continue
-            if any((namespace, op) in schemas or ("", op) in schemas for ns, op in calls if ns == namespace):
-                continue  # a loaded library defines the op's schema (its namespace read from the schema or .symtab)
-            first = min(f"{ns}::{op}" for ns, op in calls if ns == namespace)
-            findings.append(unregistered_ops(
-                f"model '{model.name}' calls {first} but nothing loaded registers the namespace "
-                f"'{namespace}': loading the TorchScript model fails", model=model.name, file=archive,
-                symbol=first, predicted=f"Unknown builtin op: {first}.",
-                evidence=(f"{archive} calls " + ", ".join(sorted(f"{ns}::{op}" for ns, op in calls
-                                                                   if ns == namespace)),
-                          f"no loaded op library defines TORCH_LIBRARY({namespace}) or a fragment of it (nor the "
-                          "STABLE_TORCH_LIBRARY forms), nor a schema of the ops called",
-                          f"not found in the container's PyTorch libraries ({framework.directory})")))
-    return findings
-
-
-def _unregistered_onnx_domains(ctx: RuleContext) -> list[Finding]:
-    """CO408: an ONNX model uses a domain that ONNX Runtime does not build in (the domain's name does not
-    occur as a string in the container's ORT libraries) and that is not a function of the model itself,
-    while the model loads no custom-op library: creating the session fails. With op libraries listed, what
-    they register is not readable statically (`customops probe`), so nothing is claimed."""
-    framework = ctx.files.frameworks.get(ONNXRUNTIME.backend)
-    if framework is None or not framework.has_libraries:
-        return []
-    findings = []
-    for model in ctx.models:
-        if model.backend != ONNXRUNTIME.backend or not model.versions or model.op_libraries:
-            continue
-        path = model.model_file(ONNXRUNTIME.model_file)
-        ops = ctx.files.onnx_ops.get(path)
-        if ops is None:
-            continue  # absent or unreadable: ONNX Runtime's to report
-        used, local = ops
-        custom = sorted((d, op) for d, op in used - local if d not in ("", "ai.onnx"))
-        for domain in sorted({d for d, _ in custom}):
-            if b"\0" + domain.encode() + b"\0" in framework.found:
-                continue  # built into ONNX Runtime (com.microsoft, ai.onnx.ml, ...)
-            ops_used = [op for d, op in custom if d == domain]
-            findings.append(unregistered_ops(
-                f"model '{model.name}' uses {domain}:{ops_used[0]} but loads no custom-op library and ONNX "
-                f"Runtime does not build in the domain '{domain}': creating its session fails",
-                model=model.name, file=path, symbol=f"{domain}:{ops_used[0]}",
-                predicted=f"Fatal error: {domain}:{ops_used[0]}(-1) is not a registered function/op",
-                evidence=(f"{path} uses " + ", ".join(f"{domain}:{op}" for op in ops_used),
-                          "config.pbtxt lists no model_operations op_library_filename",
-                          f"'{domain}' does not occur in the container's ONNX Runtime libraries "
-                          f"({framework.directory})")))
-    return findings
 
 
 def _torch(steps: list[LoadStep], registrations: dict) -> list[Finding]:
@@ -203,12 +114,12 @@ def _api(found: tuple[Registration, ...], namespace: str) -> str:
     return next((r.api for r in found if r.framework == TORCH and r.kind == "namespace" and r.name == namespace), "")
 
 
-def _op_library(found: tuple[Registration, ...]) -> Registration | None:
+def op_library(found: tuple[Registration, ...]) -> Registration | None:
     """The library's mark as a Torch op library that defines schemas (imports the def API)."""
     return next((r for r in found if r.framework == TORCH and r.kind == "op-library"), None)
 
 
-def _schemas(found: tuple[Registration, ...]) -> list[str]:
+def torch_schemas_of(found: tuple[Registration, ...]) -> list[str]:
     return [r.name for r in found if r.framework == TORCH and r.kind == "schema"]
 
 
@@ -216,7 +127,7 @@ def _blocks(found: tuple[Registration, ...]) -> set[str]:
     """The kinds of Torch blocks a library may have: exact from `.symtab`, else bounded by its imported stable
     shims; empty when unknown (a stripped library using torch::Library)."""
     exact = {r.kind for r in found if r.framework == TORCH and r.kind in ("namespace", "fragment", "impl")}
-    library = _op_library(found)
+    library = op_library(found)
     return exact or set(library.blocks if library else ())
 
 
@@ -226,7 +137,7 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
     by_content: dict[str, list[LoadStep]] = defaultdict(list)
     for step in steps:
         digest = ctx.files.digests.get(step.host_path)
-        if digest is not None and _op_library(registrations[step]) is not None:
+        if digest is not None and op_library(registrations[step]) is not None:
             by_content[digest].append(step)
     findings = []
     for copies in by_content.values():
@@ -239,7 +150,7 @@ def _torch_copies(steps: list[LoadStep], registrations: dict, ctx: RuleContext, 
             continue
         found = registrations[second]
         refusal = ctx.files.refused_defs.get(second.host_path)
-        schemas = _schemas(found)
+        schemas = torch_schemas_of(found)
         evidence = [f"same content as {first.path}: ld.so loads both files, and their static initialisers register "
                     "with torch twice"]
         if schemas:
@@ -295,13 +206,13 @@ def _refusal_evidence(refusal: RefusedDef) -> str:
             "torch headers before 2.13), so a schema torch refuses is skipped")
 
 
-def _namespaced_ops(found: tuple[Registration, ...]) -> tuple[set[tuple[str, str]], set[str]]:
+def namespaced_ops(found: tuple[Registration, ...]) -> tuple[set[tuple[str, str]], set[str]]:
     """((namespace, op) of each schema whose namespace is known, ops whose namespace is not): the namespace
     from the schema, else the one namespace its `.symtab` blocks define or extend."""
     namespaces = {r.name for r in found if r.framework == TORCH and r.kind in ("namespace", "fragment")}
     known: set[tuple[str, str]] = set()
     unknown: set[str] = set()
-    for name in _schemas(found):
+    for name in torch_schemas_of(found):
         ns, _, op = name.rpartition("::")
         if ns:
             known.add((ns, op))
@@ -316,18 +227,18 @@ def _torch_schemas(steps: list[LoadStep], registrations: dict, ctx: RuleContext,
     """CO406: two different Torch op libraries (two builds of one library) that define one schema, `steps` in the
     order they register (_registration_order). Torch refuses the later definition: that aborts the server
     unless the library making it ignores the refusal (_survives), and then its kernels run under the first's."""
-    libraries = [s for s in steps if _op_library(registrations[s]) is not None]
+    libraries = [s for s in steps if op_library(registrations[s]) is not None]
     findings = []
     for index, second in enumerate(libraries):
         if second.path in reported:
             continue
-        known, unknown = _namespaced_ops(registrations[second])
+        known, unknown = namespaced_ops(registrations[second])
         refusal = ctx.files.refused_defs.get(second.host_path)
         for first in libraries[:index]:
             if first.path == second.path or ctx.files.digests.get(first.host_path) == ctx.files.digests.get(
                     second.host_path) is not None:
                 continue
-            first_known, first_unknown = _namespaced_ops(registrations[first])
+            first_known, first_unknown = namespaced_ops(registrations[first])
             shared = sorted(f"{ns}::{op}" for ns, op in known & first_known)
             maybe = sorted((unknown | {op for _, op in known}) & (first_unknown | {op for _, op in first_known}))
             if shared or (maybe and (unknown or first_unknown)):
