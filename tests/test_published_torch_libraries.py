@@ -385,3 +385,30 @@ def test_a_qualified_schema_string_shows_the_namespace_a_torchscript_model_calls
                       "print(m(torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])).tolist())\n", stubs)
     assert real.returncode == 0, real.stderr[-2000:]
     assert real.stdout.split("\n")[:2] == ["loaded", "[0]"], real.stdout
+
+
+TEXT = "0.18.0"  # torchtext for torch 2.3.0, built with the pre-C++11 std::string ABI
+TEXT_OPS = "torchtext/lib/libtorchtext.so"
+
+
+def test_an_old_torch_library_registration_calling_what_torch_2_13_lacks_stops_the_server_at_start(root, stubs):
+    """torchtext 0.18.0's TORCH_LIBRARY block calls torch::Library::Library(Kind, std::string, ...) of the old string
+    ABI, which torch 2.13 (C++11 ABI) does not define: preloaded lazily, its static initializer's call is the
+    function's first, so the server dies before main, with ld.so's "symbol lookup error" (issue #38 §1)."""
+    try:
+        library = wheels.extract("torchtext", TEXT, (TEXT_OPS,))["libtorchtext.so"]
+    except wheels.Unavailable as exc:
+        pytest.skip(f"no torchtext {TEXT} wheel: {exc}")
+    repo, findings = check(root, {"a": library})
+    served = "/models/pt/ops/a/libtorchtext.so"
+    (dies,) = [f for f in findings if f.code == "CO304" and f.library == served]
+    assert dies.severity == Severity.ERROR and dies.symbol is not None
+    assert "torch::Library::Library(" in dies.message and "static initializer" in dies.message, dies.message
+    assert dies.predicted is not None and dies.predicted.endswith(f"undefined symbol: {dies.symbol}")
+    assert not [f for f in findings if f.code == "CO305" and f.symbol == dies.symbol]  # not a first-call warning
+    real = preloaded([repo / "pt/ops/a/libtorchtext.so"], stubs)  # the process as the server starts it
+    assert real.returncode == 127, real.stderr[-2000:]
+    (said,) = [line for line in real.stderr.splitlines() if "symbol lookup error" in line]
+    assert said.endswith(f"libtorchtext.so: undefined symbol: {dies.symbol}"), (said, dies.predicted)
+    loaded = real_torch(loads([repo / "pt/ops/a/libtorchtext.so"]), stubs)  # torch.ops.load_library: RTLD_NOW
+    assert loaded.returncode != 0 and "undefined symbol" in loaded.stderr
