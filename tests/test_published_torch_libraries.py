@@ -28,6 +28,7 @@ PyTorch backend directory as in the real thing. The wheels are downloaded with p
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import shutil
 import signal
@@ -404,6 +405,10 @@ def test_an_old_torch_library_registration_calling_what_torch_2_13_lacks_stops_t
     (dies,) = [f for f in findings if f.code == "CO304" and f.library == served]
     assert dies.severity == Severity.ERROR and dies.symbol is not None
     assert "torch::Library::Library(" in dies.message and "static initializer" in dies.message, dies.message
+    assert "which the container's libtorch_cpu.so does not define" in dies.message  # built against another torch
+    assert "its static initializers register TORCH_LIBRARY_FRAGMENT(torchtext)" in dies.evidence
+    assert dies.hint.startswith("Rebuild against the framework version shipped in the container: libtorch_cpu.so "
+                                f"version {importlib.metadata.version('torch').split('+')[0]}"), dies.hint
     assert dies.predicted is not None and dies.predicted.endswith(f"undefined symbol: {dies.symbol}")
     assert not [f for f in findings if f.code == "CO305" and f.symbol == dies.symbol]  # not a first-call warning
     real = preloaded([repo / "pt/ops/a/libtorchtext.so"], stubs)  # the process as the server starts it

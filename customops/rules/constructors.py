@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from customops.elf.demangle import demangle
+from customops.inspect.registrations import Registration
 from customops.linker.types import Binding, ConstructorCall, StepOutcome
 
 STATIC_INITIALIZER = "_GLOBAL__sub_I_"  # GCC and Clang's name of a translation unit's static initializer
@@ -33,6 +34,15 @@ def path(call: ConstructorCall) -> str:
 def why(call: ConstructorCall, shown: str) -> str:
     return (f"ld.so runs the library's constructors ({call.where} here) before the server's main: their call of "
             f"{shown} is its first, and the lookup that fails kills the process (exit 127)")
+
+
+def registering(found: tuple[Registration, ...]) -> str:
+    """What a library's static initializers register, as its source wrote it: "TORCH_LIBRARY_FRAGMENT(torchtext)"
+    ("" when nothing is known): the registration a constructor's failing call belongs to."""
+    suffix = {"namespace": "", "fragment": "_FRAGMENT", "impl": "_IMPL"}
+    blocks = [f"{'STABLE_' if r.api == 'stable' else ''}TORCH_LIBRARY{suffix[r.kind]}({r.name})" for r in found
+              if r.kind in suffix and r.name]
+    return ", ".join(dict.fromkeys(blocks))
 
 
 def undecided(outcome: StepOutcome, referrer: str) -> str:

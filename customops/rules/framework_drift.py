@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from customops.elf.cache import ElfReader
 from customops.elf.demangle import demangle
 from customops.errors import ElfError
-from customops.linker.types import Binding, StepOutcome
+from customops.linker.types import Binding
 from customops.triton.plan import Context, LoadStep
 
 
@@ -35,10 +35,11 @@ def rebuild_against(step: LoadStep, framework: str, where: str, beside: tuple[st
             "beyond the SONAME): build inside the container, or against that library and its matching headers.")
 
 
-def framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: ElfReader,
+def framework_of(binding: Binding, library: str, ctx: Context, reader: ElfReader,
                   backends: Mapping[str, tuple[str, ...]]) -> tuple[str, str, tuple[str, ...]] | None:
     """The container framework library (a DT_NEEDED entry found in a backend directory) that exports the
-    missing symbol's namespace, its container path and the names beside it: the library was built against
+    missing symbol's namespace, its container path and the names beside it: `library` (a container path) was built
+    against
     another version of it. Decided from the demangled name and the framework's own symbols, with no list of
     frameworks. `backends`: the backend directory's entries and their names (FileFacts.backends)."""
     name = demangle(binding.symbol)
@@ -47,7 +48,7 @@ def framework_of(binding: Binding, outcome: StepOutcome, ctx: Context, reader: E
     namespace = name.split("::", 1)[0]
     target = ctx.container.target
     backend_dir = ctx.container.backend_dir
-    host = target.host_path(outcome.request) if target else None
+    host = target.host_path(library) if target else None
     if target is None or host is None:
         return None
     try:

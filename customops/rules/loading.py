@@ -59,13 +59,17 @@ def check(rules: RuleContext) -> list[Finding]:
         findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan, rules.files.backends)
     startup = next((o for o in prediction.outcomes if o.kind == StepKind.STARTUP), None)
     if startup is not None and startup.status in (StepStatus.FATAL, StepStatus.CRASH):
-        findings += _startup(startup, plan, mismatches)
+        findings += _startup(startup, rules, mismatches)
     elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
         for step in plan.preloads:
             failures = tuple(b for b in startup.lazy_failures if b.referrer == step.path)
             findings += lazily_undefined(step, failures, constructors.undecided(startup, step.path))
     covered = {(f.library, f.code) for f in findings if f.code in (Code.CO501, Code.CO502)}
+    reached = {id(step) for step, _ in rules.outcomes}
+    dies = startup is not None and startup.status in (StepStatus.FATAL, StepStatus.CRASH)
     for step, found in mismatches.items():  # a mismatched dependency that is found (shipped along) still is one
+        if dies and not step.preload and id(step) not in reached:
+            continue  # a dlopen the dead server never makes: the run modelled as if it started reports it
         findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
                                     **_about(step)) for m in found if (step.path, m.code) not in covered]
     return findings
@@ -207,7 +211,7 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
         return version_not_defined(f"{_what(step)} needs", failure, message, _about(step))
     if outcome.unresolved:
         first = outcome.unresolved[0]
-        found = framework_of(first, outcome, ctx, reader, backends or {})
+        found = framework_of(first, outcome.request, ctx, reader, backends or {})
         if found:
             framework, where, beside = found
             return framework_drift(f"{_what(step)} was built against another version of {framework}: "
@@ -268,10 +272,11 @@ def _cpython(step: LoadStep, outcome: StepOutcome, cpython: list[Binding]) -> Fi
                              **_about(step))
 
 
-def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = None) -> list[Finding]:
+def _startup(outcome: StepOutcome, rules: RuleContext, mismatches: dict | None = None) -> list[Finding]:
+    plan = rules.plan
     called = constructors.first_call(outcome)
     if called is not None:
-        return _constructor_death(outcome, plan, called)
+        return _constructor_death(outcome, rules, called)
     missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
     preload = next((s for s in plan.preloads if missing and s.path == missing.requested_by), None)
     about = _about(preload) if preload else {}
@@ -298,16 +303,25 @@ def _startup(outcome: StepOutcome, plan: LoadPlan, mismatches: dict | None = Non
     return [undefined_at_load(f"the server cannot start: {outcome.message}", predicted=outcome.message, **about)]
 
 
-def _constructor_death(outcome: StepOutcome, plan: LoadPlan, called: ConstructorCall) -> list[Finding]:
+def _constructor_death(outcome: StepOutcome, rules: RuleContext, called: ConstructorCall) -> list[Finding]:
     """A preload's constructor calls a function defined nowhere: ld.so's _dl_init makes that first call before
-    main, so the server stops at start; the library's other such functions stay first-call failures."""
-    step, symbol = next((s for s in plan.preloads if s.path == called.binding.referrer), None), called.binding
+    main, so the server stops at start; the library's other such functions stay first-call failures. Where a
+    framework library of the container owns the function's namespace, the library was built against another
+    version of it (CO504's facts): the message says so, and the fix names the version to build against."""
+    step = next((s for s in rules.plan.preloads if s.path == called.binding.referrer), None)
+    symbol = called.binding
+    found = framework_of(symbol, symbol.referrer, rules.triton, rules.reader, rules.files.backends)
+    where = (f"which the container's {found[0]} does not define: {symbol.referrer} was built against another "
+             f"version of it" if found else "which is defined nowhere")
+    hint = {"hint": rebuild_against(step, *found, rules.triton)} if found and step is not None else {}
+    blocks = constructors.registering(rules.files.registrations.get(step.host_path, ())) if step else ""
+    registers = (f"its static initializers register {blocks}",) if blocks else ()
     finding = undefined_at_load(
         f"the server cannot start: {constructors.constructor(called)} of {_what(step) if step else symbol.referrer}"
-        f" calls {_shown(symbol)} as it loads, which is defined nowhere", symbol=symbol.symbol.decode(
+        f" calls {_shown(symbol)} as it loads, {where}", symbol=symbol.symbol.decode(
             "utf-8", "replace"), version=symbol.version, predicted=outcome.message,
-        evidence=(constructors.path(called), constructors.why(called, _shown(symbol)), *_symbols((symbol,))),
-        **(_about(step) if step is not None else {}))
+        evidence=(constructors.path(called), *registers, constructors.why(called, _shown(symbol)),
+                  *_symbols((symbol,))), **hint, **(_about(step) if step is not None else {}))
     return [finding, *(lazily_undefined(step, constructors.not_first(outcome, called)) if step else [])]
 
 
