@@ -169,3 +169,34 @@ def test_co406_a_tensorflow_op_library_preloaded_from_two_places_registers_its_o
                            "assert 'TFText_NgramsStringJoin' in set(dir(first)) - set(dir(second))\n"],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert real.returncode == 0, real.stderr[-2000:]
+
+
+def needing(root: Path, ops: Path, name: str, directory: str) -> str:
+    """An op library of its own that registers nothing and needs lib`name`.so, which lies beside it (RUNPATH
+    $ORIGIN): the library that holds the TORCH_LIBRARY block comes into the process as its dependency. Its container
+    path."""
+    place(ops / f"lib{name}.so", root / directory.lstrip("/") / f"lib{name}.so")
+    source = root / directory.lstrip("/") / "wrapper.c"
+    source.write_text("int wrapper_loaded(void) { return 1; }\n")
+    wrapper = f"{directory}/libwrapper.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(root / wrapper.lstrip("/")), str(source), "-Wl,--no-as-needed",
+                    f"-L{root / directory.lstrip('/')}", f"-l{name}", "-Wl,-rpath,$ORIGIN"], check=True,
+                   capture_output=True)
+    return wrapper
+
+
+def test_co406_a_torch_library_an_op_library_brings_as_a_dependency_registers_as_it_does(root, ops, model):
+    """The TORCH_LIBRARY block of a library that an op library needs runs when the op library is loaded (ld.so
+    initializes the dependency first): it registers the namespace a model calls, and a second TORCH_LIBRARY of that
+    namespace aborts the server, as if the dependency were listed itself."""
+    wrapper = needing(root, ops, "labops_a", "/opt/wrapped")
+    assert not codes(check(root, model, [wrapper]), "CO408")  # the namespace is registered, through the dependency
+    (second,) = in_image(root, ops, "labops_b")
+    (finding,) = codes(check(root, None, [wrapper, second]), "CO406")
+    assert finding.symbol == "labops" and TWO_LIBRARIES in (finding.predicted or "")
+    assert {finding.library, *(r.library for r in finding.related)} == {"/opt/wrapped/liblabops_a.so", second}
+    real = preloaded(root, [wrapper, second])
+    assert real.returncode != 0 and TWO_LIBRARIES in real.stderr, real.stderr[-2000:]
+    alone = preloaded(root, [wrapper], f"import torch; m = torch.jit.load({str(model)!r}); "
+                                       "assert int(m(torch.ones(1))[0]) == 4")
+    assert alone.returncode == 0, alone.stderr[-2000:]

@@ -12,6 +12,7 @@ import io
 import os
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -56,9 +57,22 @@ def identities(paths: Iterable[str]) -> dict[str, tuple[int, int]]:
 
 
 def digests(paths: Iterable[str]) -> dict[str, str]:
-    """SHA-256 of each readable library (CO406: one library loaded twice from two paths)."""
+    """What each readable library's content is (CO406: one library loaded twice from two paths): equal for equal
+    contents only. A file whose size no other path has cannot share its content, so only files of a shared size
+    are read through (SHA-256); the rest get a token of their own (a framework library a registrant brings is not
+    read whole for nothing)."""
+    sizes: dict[str, int] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            sizes[path] = os.stat(path).st_size
+        except (OSError, ValueError):
+            continue
+    shared = Counter(sizes.values())
     found = {}
-    for path in paths:
+    for path, size in sizes.items():
+        if shared[size] < 2:
+            found[path] = f"size {size}, no other: {path}"
+            continue
         try:
             found[path] = safeio.sha256(path, safeio.LIBRARY_LIMIT)
         except InputError:

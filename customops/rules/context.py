@@ -22,7 +22,7 @@ from customops.inspect.protobuf_registrations import Registrar
 from customops.inspect.registrations import STABLE_DEF_TEXT, RefusedDef, Registration, refused_def
 from customops.inspect.tfmodel import model_ops as tf_model_ops
 from customops.linker.prediction import Prediction
-from customops.linker.types import StepKind, StepOutcome
+from customops.linker.types import StepKind, StepOutcome, StepStatus
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.triton.container import FactsFrom
 from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
@@ -108,7 +108,7 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
           outcomes: Sequence[tuple[LoadStep, StepOutcome]] = (), probes: Probes | None = None) -> RuleContext:
     """Read the facts the rules need, then the context."""
     steps = (*plan.preloads, *plan.dlopens)
-    registering = registrants(plan, prediction, outcomes)
+    registering = registrants(plan, prediction, outcomes, triton.container.backend_dir)
     custom = list(dict.fromkeys(s.host_path for s in registering))
     sources = [s.host_path for s in steps]
     loaded = [o.path for o in prediction.objects] if prediction is not None else []
@@ -129,12 +129,13 @@ def build(plan: LoadPlan, triton: Context, reader: ElfReader, models: Sequence[M
     return RuleContext(plan, triton, reader, facts, tuple(models), prediction, tuple(outcomes), probes, registering)
 
 
-def registrants(plan: LoadPlan, prediction: Prediction | None,
-                outcomes: Sequence[tuple[LoadStep, StepOutcome]]) -> tuple[LoadStep, ...]:
+def registrants(plan: LoadPlan, prediction: Prediction | None, outcomes: Sequence[tuple[LoadStep, StepOutcome]],
+                backend_dir: str = "") -> tuple[LoadStep, ...]:
     """Every library of the process whose registrations count, wherever it comes from: the plan's libraries
     other than backend libraries, and each library of an LD_PRELOAD the server inherits (launch: the
     environment's), which no text of the checkout names (a host preload step of its own). The preloads in the
-    order ld.so loads them (the prediction's), then the dlopen()ed ones."""
+    order ld.so loads them (the prediction's), then the dlopen()ed ones; each after the libraries its load brings
+    (_brought), but for the frameworks' own libraries (in `backend_dir`), whose registrations are built in."""
     custom = [s for s in (*plan.preloads, *plan.dlopens) if s.purpose is not Purpose.BACKEND_LIBRARY]
     if prediction is None:
         return tuple(custom)
@@ -148,7 +149,38 @@ def registrants(plan: LoadPlan, prediction: Prediction | None,
         if step is not None and step.preload and step not in preloads:
             preloads.append(step)
     preloads += [s for s in custom if s.preload and s not in preloads]  # those the process never reaches
-    return (*preloads, *(s for s in custom if not s.preload))
+    outcome_of = {id(step): outcome for step, outcome in outcomes}
+    outcome_of.update({id(s): o for s in preloads for o in prediction.outcomes
+                       if s.loader is LoadedBy.HOST and o.kind is StepKind.PRELOAD and o.request == s.path})
+    ordered = (*preloads, *(s for s in custom if not s.preload))
+    named = {s.path for s in ordered}  # a library named itself registers as itself, once ld.so maps it
+    found: list[LoadStep] = []
+    for step in ordered:
+        for brought in _brought(step, outcome_of.get(id(step)), prediction, backend_dir):
+            if brought.path not in named:
+                named.add(brought.path)
+                found.append(brought)
+        found.append(step)
+    return tuple(found)
+
+
+def _brought(step: LoadStep, outcome: StepOutcome | None, prediction: Prediction,
+             backend_dir: str) -> tuple[LoadStep, ...]:
+    """The libraries a registrant's load brings into the process with it (the objects whose loader chain leads
+    to it: its DT_NEEDED tree, what was not there yet), deepest first as their initializers run: their
+    registrations count as the registrant's do (an op library whose helper library holds the TORCH_LIBRARY block
+    registers it all the same). The frameworks' own libraries, and what only they bring, are left out. Each is a
+    step of the registrant's kind, named by the text that names the registrant."""
+    if outcome is None or outcome.status is not StepStatus.LOADED:
+        return ()
+    frameworks = backend_dir.rstrip("/") + "/" if backend_dir else "\0"
+    chain = {step.path}
+    found = []
+    for obj in prediction.objects:  # in load order: a loader comes before what it brings
+        if obj.loaded_by in chain and obj.name not in chain and not obj.name.startswith(frameworks):
+            chain.add(obj.name)
+            found.append(obj)
+    return tuple(replace(step, path=o.name, host_path=o.path) for o in reversed(found))
 
 
 def _refused_defs(registrations: Mapping[str, tuple[Registration, ...]], reader: ElfReader) -> dict[str, RefusedDef]:
@@ -258,11 +290,13 @@ def with_prediction(ctx: RuleContext, prediction: Prediction, outcomes: Sequence
                     ) -> RuleContext:
     """The same context over another run of the linker model (customops.app.as_if_fixed): only what depends on
     the objects it loads (their registrants, identities and protobuf registrations) is found again."""
-    registering = registrants(ctx.plan, prediction, outcomes)
+    registering = registrants(ctx.plan, prediction, outcomes, ctx.triton.container.backend_dir)
     loaded = [o.path for o in prediction.objects]
     identities = files.identities([*loaded, *(s.host_path for s in registering)])
+    unread = [s.host_path for s in registering if s.host_path not in ctx.files.registrations]
+    registrations = {**ctx.files.registrations, **files.registrations(unread, ctx.reader)}
     return replace(ctx, prediction=prediction, outcomes=tuple(outcomes), registrants=registering,
-                   files=replace(ctx.files, identities=identities,
+                   files=replace(ctx.files, identities=identities, registrations=registrations,
                                  registrars=protobuf_registrations.read(loaded, ctx.reader)))
 
 
