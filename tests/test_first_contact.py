@@ -192,7 +192,7 @@ def test_one_missing_symbol_is_singular(example_report):
 def test_no_findings_lists_only_models_no_finding_concerns(example_report):
     """ranker_pt ships the preload of the server section's CO401 (which points at the manifest line listing
     it): it has a finding."""
-    assert "CO401 warning customops.toml:10:13: preloaded /models/ranker_pt/ops/libc10_interposer.so" in \
+    assert "CO401 warning customops.toml:11:13: preloaded /models/ranker_pt/ops/libc10_interposer.so" in \
         example_report
     assert "\nno findings: custom, text_tf\n" in example_report
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 from customops.elf.demangle import demangle
 from customops.inspect.registrations import Registration
 from customops.linker.types import Binding, ConstructorCall, StepOutcome
+from customops.rules.context import RuleContext
+from customops.rules.framework_drift import framework_of, rebuild_against
+from customops.triton.plan import LoadStep
 
 STATIC_INITIALIZER = "_GLOBAL__sub_I_"  # GCC and Clang's name of a translation unit's static initializer
 
@@ -34,6 +37,19 @@ def path(call: ConstructorCall) -> str:
 def why(call: ConstructorCall, shown: str) -> str:
     return (f"ld.so runs the library's constructors ({call.where} here) before the server's main: their call of "
             f"{shown} is its first, and the lookup that fails kills the process (exit 127)")
+
+
+def built_against(rules: RuleContext, step: LoadStep | None,
+                  symbol: Binding) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """(how the message ends, the hint, evidence naming the registrations) for a constructor's call of `symbol`:
+    where a framework library of the container owns the function's namespace, the library was built against
+    another version of it (CO504's facts), and the fix names the version to build against."""
+    found = framework_of(symbol, symbol.referrer, rules.triton, rules.reader, rules.files.backends)
+    where = (f"which the container's {found[0]} does not define: {symbol.referrer} was built against another "
+             f"version of it" if found else "which is defined nowhere")
+    hint = {"hint": rebuild_against(step, *found, rules.triton)} if found and step is not None else {}
+    blocks = registering(rules.files.registrations.get(step.host_path, ())) if step else ""
+    return where, hint, (f"its static initializers register {blocks}",) if blocks else ()
 
 
 def registering(found: tuple[Registration, ...]) -> str:

@@ -310,12 +310,7 @@ def _constructor_death(outcome: StepOutcome, rules: RuleContext, called: Constru
     version of it (CO504's facts): the message says so, and the fix names the version to build against."""
     step = next((s for s in rules.plan.preloads if s.path == called.binding.referrer), None)
     symbol = called.binding
-    found = framework_of(symbol, symbol.referrer, rules.triton, rules.reader, rules.files.backends)
-    where = (f"which the container's {found[0]} does not define: {symbol.referrer} was built against another "
-             f"version of it" if found else "which is defined nowhere")
-    hint = {"hint": rebuild_against(step, *found, rules.triton)} if found and step is not None else {}
-    blocks = constructors.registering(rules.files.registrations.get(step.host_path, ())) if step else ""
-    registers = (f"its static initializers register {blocks}",) if blocks else ()
+    where, hint, registers = constructors.built_against(rules, step, symbol)
     finding = undefined_at_load(
         f"the server cannot start: {constructors.constructor(called)} of {_what(step) if step else symbol.referrer}"
         f" calls {_shown(symbol)} as it loads, {where}", symbol=symbol.symbol.decode(
