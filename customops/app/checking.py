@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from customops import ownership, progress
 from customops.app.check import CheckResult, default_mounts, dependencies, run_check
+from customops.app.inherited import NOTHING_INHERITED, Inherited
 from customops.app.probing import probe_settings
 from customops.app.report_cache import effective_cache_dir
 from customops.app.request import CheckRequest
@@ -58,8 +59,10 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
                                                                     request.probe.onnxruntime, cache_dir)
         if request.server_plugins is None:  # no server command line after --: the one the profile recorded
             request = applied(request, recorded_settings(container, profile), recorded=True)
+        inherited = Inherited.of(dict(container.environment), "last") if container.environment else NOTHING_INHERITED
         result = run_check(repositories, manifest, container, mounts, request.model_config_name,
                            set(request.models) if request.models is not None else None, reader, probe=probe,
+                           inherited=inherited,
                            server_plugins=request.server_plugins or (),
                            auto_complete=request.auto_complete, model_namespacing=request.model_namespacing)
     result.notes[:0] = [*notes, *request.server_notes]

@@ -30,10 +30,11 @@ class ContainerChoice:
     profile: str | None = None
     release: str | None = None
     backend_directory: str = DEFAULT_BACKEND_DIRECTORY
+    image: str | None = None  # --image REF
 
     @property
     def named(self) -> bool:
-        return bool(self.root or self.profile or self.release)
+        return bool(self.root or self.profile or self.release or self.image)
 
     @property
     def discovers(self) -> bool:
@@ -71,7 +72,35 @@ def read_container(choice: ContainerChoice, profile: str | None, reader: ElfRead
         return read_profile(profile, cache_dir)
     if choice.release:
         return from_release(choice.release)
+    if choice.image:
+        return image_container(choice.image, choice.backend_directory, reader, cache_dir)
     return from_root(choice.root or "/", choice.backend_directory, reader)
+
+
+def image_container(text: str, backend_directory: str, reader: ElfReader,
+                    cache_dir: str | os.PathLike[str] | None) -> Container:
+    """The container an image is: its layers applied into a root in customops' cache (one of its own that goes
+    at exit with --no-cache), named by the image and its configuration's digest, with its Env."""
+    import atexit
+    import shutil
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from customops.cachedir import trusted_root
+    from customops.image.layout import read_image
+    from customops.image.reference import parse
+    from customops.image.root import materialize
+
+    image = read_image(parse(text))
+    cache = trusted_root(os.fspath(cache_dir)) if cache_dir is not None else None
+    if cache is None:
+        cache = Path(tempfile.mkdtemp(prefix="customops-image-"))
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    root = materialize(image, cache / "images")
+    container = from_root(str(root), backend_directory, reader)
+    return replace(container, image=f"{image.reference} ({image.config_digest[:19]})",
+                   environment=tuple(sorted(image.environment.items())))
 
 
 def beside_repository(manifest: Manifest, repositories: list[str]) -> str | None:

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                                "machine)")
     where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
     where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
+    where.add_argument("--image", metavar="REF", help="a container image, read without a daemon and without "
+                                                      "unpacking it: docker-archive:FILE[:NAME:TAG] (docker save), "
+                                                      "oci:DIR[:TAG], oci-archive:FILE[:TAG], or a path")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
                    help="the server's --backend-directory, inside the container (default: %(default)s)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
@@ -118,7 +121,7 @@ def check_command(args: argparse.Namespace) -> CheckCommand:
     wanted = [(args.format, args.output), *((name, path) for name, path in side_files if path)]
     return CheckCommand(
         tuple(args.repositories), ContainerChoice(args.container_root, args.profile, args.triton_release,
-                                                  args.backend_directory),
+                                                  args.backend_directory, args.image),
         more_repositories=tuple(args.more_repositories), server=None if server is None else tuple(server),
         manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
         load_model=tuple(args.load_model) if args.load_model is not None else None,

@@ -83,6 +83,8 @@ def _container_name(result, base: str | None) -> str:
     if result.profile:
         image = f" of {container.image}" if container.image else ""
         return f"the profile {relative(result.profile, base)}{image}"
+    if container.image:
+        return f"the image {container.image}"
     return container.target.root if container.target else container.facts.known_from.value
 
 

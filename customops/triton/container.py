@@ -78,7 +78,8 @@ class Container:
     backend_dir: str = DEFAULT_BACKEND_DIR
     server: str | None = SERVER
     server_args: tuple[str, ...] = field(default=())
-    image: str | None = None  # a profile's: the image it was made from (profile create --image)
+    image: str | None = None  # a profile's: the image it was made from (profile create --image); --image's
+    environment: tuple[tuple[str, str], ...] = ()  # --image: the configuration's Env (the server inherits it)
 
 
 def layout_only(root: str, backend_dir: str = DEFAULT_BACKEND_DIR) -> Container:

@@ -1,0 +1,207 @@
+"""One layer, read once as a stream: every member's metadata into the layer's index, the content of the files the
+check reads (ELF objects, /etc, the small files of /opt/tritonserver, scripts) into the layer's directory in the
+cache, keyed by the layer's digest (a second image on the same base reads none of the base's layers again).
+
+The blob's digest and the uncompressed tar's diff_id are computed as it streams and checked at its end: a layer
+that lies about either, or ends early, is refused and nothing of it is kept. Member names are normalised inside
+the image: an absolute name or one with `..` that would climb above the image's root, a name that is not valid
+text, a device node or a FIFO are recorded as what they are and never written; contents are written 0644 or 0755
+(no setuid, no owner), never through a link."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import tarfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO
+
+from customops.errors import InputError
+from customops.image.layout import Layer
+
+ELF_MAGIC = b"\x7fELF"
+SMALL = 1 << 20  # a non-ELF file the check may read (a version file, ld.so.conf, a script) is at most this large
+FILE_LIMIT = 8 << 30  # bytes of one member kept (a framework library is at most a few GB)
+LAYER_LIMIT = 256 << 30  # uncompressed bytes of one layer (a decompression bomb ends here)
+CHUNK = 1 << 20
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+INDEX = "index.json"
+FILES = "files"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One member of a layer, as the image has it."""
+
+    path: str  # normalised, relative to the image's root ("usr/lib/libc.so.6")
+    kind: str  # "file", "dir", "symlink", "hardlink", "whiteout", "opaque", "other"
+    mode: int = 0o644
+    size: int = 0
+    link: str = ""  # symlink: its target as written; hardlink: the normalised path it names
+    kept: bool = False  # the content is in the layer's directory
+
+
+def normalised(name: str) -> str | None:
+    """A member name inside the image's root (leading `/` and `./` dropped, `..` resolved lexically); None when
+    it climbs above the root or is empty."""
+    parts: list[str] = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+    return "/".join(parts) or None
+
+
+def wanted(path: str, head: bytes, size: int) -> bool:
+    """Whether the check may read this file: an ELF object, or a small file of /etc or /opt/tritonserver, or a
+    small script (an entrypoint)."""
+    if head.startswith(ELF_MAGIC):
+        return True
+    if size > SMALL:
+        return False
+    return path.startswith(("etc/", "opt/tritonserver/", "usr/lib/os-release")) or head.startswith(b"#!")
+
+
+class _Hashing:
+    """A stream that hashes what is read through it."""
+
+    def __init__(self, stream: IO[bytes], limit: int | None = None) -> None:
+        self.stream, self.digest, self.count, self.limit = stream, hashlib.sha256(), 0, limit
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.digest.update(data)
+        self.count += len(data)
+        if self.limit is not None and self.count > self.limit:
+            raise ValueError(f"more than {self.limit >> 30} GB uncompressed")
+        return data
+
+    def drain(self) -> None:
+        while self.read(CHUNK):
+            pass
+
+    def hexdigest(self) -> str:
+        return "sha256:" + self.digest.hexdigest()
+
+
+def _decompressed(blob: _Hashing) -> IO[bytes]:
+    """The tar inside a layer blob: gzip by its magic bytes, else as it is (zstd is not read yet)."""
+    head = blob.read(4)
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        raise ValueError("a zstd-compressed layer (not supported yet: docker save, or gzip layers)")
+    stream = _Prefixed(head, blob)
+    return gzip.GzipFile(fileobj=stream, mode="rb") if head[:2] == b"\x1f\x8b" else stream  # type: ignore[call-overload, return-value]
+
+
+class _Prefixed:
+    def __init__(self, head: bytes, rest: _Hashing) -> None:
+        self.head, self.rest = head, rest
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            if size < 0:
+                data, self.head = self.head + self.rest.read(), b""
+                return data
+            data, self.head = self.head[:size], self.head[size:]
+            return data + (self.rest.read(size - len(data)) if size > len(data) else b"")
+        return self.rest.read(size)
+
+
+def read_layer(layer: Layer, image: str, cache: Path) -> Path:
+    """The layer's directory in the cache (`cache`/<hex>): its index and the contents kept, read now unless an
+    earlier check kept it. InputError naming the image when the layer cannot be read or lies about its digest."""
+    hexdigest = layer.digest.split(":", 1)[1]
+    done = cache / hexdigest
+    if (done / INDEX).is_file():
+        return done
+    staging = cache / f".{hexdigest}.{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / FILES).mkdir(parents=True, mode=0o700)
+    try:
+        with layer.open() as raw:
+            blob = _Hashing(raw)
+            tar_stream = _Hashing(_decompressed(blob), LAYER_LIMIT)
+            entries = _members(tar_stream, staging / FILES)
+            tar_stream.drain()
+            blob.drain()
+        if blob.hexdigest() != layer.digest:
+            raise ValueError(f"its content does not have the digest {layer.digest} that names it")
+        if tar_stream.hexdigest() != layer.diff_id:
+            raise ValueError(f"its tar does not have the diff_id {layer.diff_id} the configuration gives")
+        (staging / INDEX).write_text(json.dumps([asdict(e) for e in entries]))
+        try:
+            staging.rename(done)
+        except OSError:  # another check kept it first
+            shutil.rmtree(staging, ignore_errors=True)
+    except (OSError, EOFError, tarfile.TarError, ValueError, gzip.BadGzipFile, UnicodeError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InputError(image, f"layer {layer.digest}: {exc}") from None
+    return done
+
+
+def _members(stream: _Hashing, files: Path) -> list[Entry]:
+    entries = []
+    with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="strict") as archive:  # type: ignore[call-overload]
+        for member in archive:
+            entry = _entry(member)
+            if entry is None:
+                continue
+            if entry.kind == "file":
+                entry = _kept(archive, member, entry, files)
+            entries.append(entry)
+    return entries
+
+
+def _entry(member: tarfile.TarInfo) -> Entry | None:
+    path = normalised(member.name)
+    if path is None:
+        return None  # the root itself, or a name above it: nothing of the image
+    base = posixpath.basename(path)
+    parent = posixpath.dirname(path)
+    if base == OPAQUE:
+        return Entry(parent, "opaque")
+    if base.startswith(WHITEOUT):
+        return Entry(posixpath.join(parent, base[len(WHITEOUT):]), "whiteout")
+    mode = member.mode & 0o777
+    if member.isdir():
+        return Entry(path, "dir", mode)
+    if member.issym():
+        return Entry(path, "symlink", mode, link=member.linkname)
+    if member.islnk():
+        target = normalised(member.linkname)
+        return Entry(path, "hardlink", mode, link=target) if target else Entry(path, "other", mode)
+    if member.isfile():
+        return Entry(path, "file", mode, member.size)
+    return Entry(path, "other", mode)  # a device node, a FIFO: never written
+
+
+def _kept(archive: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, files: Path) -> Entry:
+    source = archive.extractfile(member)
+    if source is None:
+        return entry
+    head = source.read(4)
+    if not wanted(entry.path, head, member.size) or member.size > FILE_LIMIT:
+        return entry
+    dest = files / entry.path
+    try:  # only plain directories of its own in the layer's directory: nothing is created through a link
+        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if dest.is_symlink() or dest.exists():  # a member twice in one layer: the later one wins
+            dest.unlink()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(dest, flags, 0o755 if entry.mode & 0o111 else 0o644), "wb") as out:
+            out.write(head)
+            shutil.copyfileobj(source, out, CHUNK)
+    except (IsADirectoryError, NotADirectoryError, FileExistsError):
+        return entry  # a name that is both a directory and a file in one layer: not kept
+    return Entry(entry.path, entry.kind, entry.mode, entry.size, kept=True)

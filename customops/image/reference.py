@@ -1,0 +1,71 @@
+"""What `--image REF` names, in skopeo's transport names (so users move between the tools): `docker-archive:PATH`
+(a `docker save` / `podman save` archive, `:NAME:TAG` to choose one of several images), `oci:DIR[:TAG]` (an OCI
+image layout), `oci-archive:FILE[:TAG]` (one as a tar). A bare path is read as what it is: a directory holding
+`oci-layout` is `oci:`, a file `docker-archive:` (or `oci-archive:` when it holds `oci-layout`)."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from dataclasses import dataclass
+
+from customops.errors import CustomopsError
+from customops.textenum import TextEnum
+
+
+class Transport(TextEnum):
+    DOCKER_ARCHIVE = "docker-archive"
+    OCI = "oci"
+    OCI_ARCHIVE = "oci-archive"
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    transport: Transport
+    path: str
+    selector: str = ""  # docker-archive: "name:tag"; oci: the tag (org.opencontainers.image.ref.name)
+
+    def __str__(self) -> str:
+        return f"{self.transport.value}:{self.path}" + (f":{self.selector}" if self.selector else "")
+
+
+def parse(text: str) -> ImageReference:
+    """The reference `--image` was given; CustomopsError (exit 2) when it names no readable image."""
+    transport, _, rest = text.partition(":")
+    if transport in {t.value for t in Transport} and rest:
+        kind = Transport(transport)
+        path, selector = _split(rest, kind)
+        return ImageReference(kind, path, selector)
+    if os.path.isdir(text):
+        return ImageReference(Transport.OCI, text)
+    if os.path.exists(text):
+        return ImageReference(Transport.OCI_ARCHIVE if _holds_layout(text) else Transport.DOCKER_ARCHIVE, text)
+    raise CustomopsError(f"--image {text}: no such file or directory, and not a transport:path reference "
+                         f"({', '.join(t.value + ':' for t in Transport)})")
+
+
+def _split(rest: str, kind: Transport) -> tuple[str, str]:
+    """(path, selector): the longest prefix that exists is the path (a path may hold ':')."""
+    parts = rest.split(":")
+    for cut in range(len(parts), 0, -1):
+        path = ":".join(parts[:cut])
+        if os.path.exists(path):
+            return path, ":".join(parts[cut:])
+    raise CustomopsError(f"--image {kind.value}:{rest}: no such file or directory")
+
+
+def _holds_layout(path: str) -> bool:
+    try:
+        with tarfile.open(path, "r:") as archive:
+            return any(m.name.lstrip("./") == "oci-layout" for m in _first(archive, 64))
+    except (OSError, tarfile.TarError, ValueError):
+        return False
+
+
+def _first(archive: tarfile.TarFile, count: int) -> list[tarfile.TarInfo]:
+    found = []
+    for member in archive:
+        found.append(member)
+        if len(found) >= count:
+            break
+    return found

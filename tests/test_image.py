@@ -1,0 +1,242 @@
+"""`check --image` (issue #31, first step): an image read without a daemon and without unpacking it, its layers
+applied as the runtimes apply them. `umoci unpack` (Debian's umoci) is the oracle for the flattening, as ld.so is
+for loading: every file customops keeps is umoci's, byte for byte, and every ELF object umoci unpacks is kept.
+The findings against the image, in each of its forms, are those against umoci's unpacked root; the image's Env
+reaches the linker model (LD_LIBRARY_PATH), as the real ld.so shows in a chroot of that root."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from oracle import run_in_container
+
+from customops.app.check import run_check
+from customops.app.inherited import Inherited
+from customops.image.layout import read_image
+from customops.image.reference import parse
+from customops.image.root import materialize
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
+from fixtures import images
+from fixtures.example import install
+
+pytestmark = pytest.mark.skipif(shutil.which("umoci") is None, reason="needs umoci (apt-get install umoci)")
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "model_repository"
+LIBDIR = "usr/lib/x86_64-linux-gnu"
+
+
+@pytest.fixture(scope="module")
+def container() -> Path:
+    return install(_example_copy())
+
+
+def _example_copy() -> Path:
+    import tempfile
+
+    copy = Path(tempfile.mkdtemp(prefix="customops-image-example-")) / "model_repository"
+    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("*.so"))
+    return copy
+
+
+def changes(container: Path) -> list[list[images.Member]]:
+    """Two layers over the fixture container's tree: a whiteout, an opaque directory, a hard link to a file of the
+    layer below, a file where a directory was, a symbolic link replaced; then a layer that puts a whited-out file
+    back with other content."""
+    libc = (container / "lib/x86_64-linux-gnu/libc.so.6").resolve()
+    second = [("whiteout", f"{LIBDIR}/libnvinfer.so.10"),
+              ("dir", "opt/tritonserver/backends/tensorrt"), ("opaque", "opt/tritonserver/backends/tensorrt"),
+              ("file", "opt/tritonserver/backends/tensorrt/README", b"emptied\n", 0o644),
+              ("dir", "opt/extra"), ("hardlink", "opt/extra/libc-copy.so.6", "lib/x86_64-linux-gnu/libc.so.6"),
+              ("file", "opt/tritonserver/include", b"a file where a directory was\n", 0o644),
+              ("file", "opt/extra/run.sh", b"#!/bin/sh\nexec tritonserver \"$@\"\n", 0o755),
+              ("file", "etc/ld.so.conf.d/extra.conf", b"/opt/extra\n", 0o644)]
+    third = [("file", f"{LIBDIR}/libnvinfer.so.10", libc, 0o755)]  # back, as another file
+    return [images.tree(container), second, third]
+
+
+@pytest.fixture(scope="module")
+def layout(container: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return images.oci_layout(tmp_path_factory.mktemp("layout") / "image", changes(container))
+
+
+@pytest.fixture(scope="module")
+def unpacked(layout: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """umoci's root of the layout: the oracle."""
+    bundle = tmp_path_factory.mktemp("umoci") / "bundle"
+    subprocess.run(["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    return bundle / "rootfs"
+
+
+def walk(root: Path) -> dict[str, tuple[str, str | bytes]]:
+    """Every path under root: ("dir", ""), ("symlink", target) or ("file", content)."""
+    found: dict[str, tuple[str, str | bytes]] = {}
+    for current, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(current) / name
+            key = str(path.relative_to(root))
+            if path.is_symlink():
+                found[key] = ("symlink", os.readlink(path))
+            elif path.is_dir():
+                found[key] = ("dir", "")
+            elif path.is_file():
+                found[key] = ("file", path.read_bytes())
+    return found
+
+
+def test_layers_apply_as_umoci_applies_them(layout, unpacked, tmp_path):
+    ours = walk(materialize(read_image(parse(f"oci:{layout}:latest")), tmp_path / "cache"))
+    theirs = walk(unpacked)
+    wrong = {p: (ours[p][0], theirs.get(p, ("missing",))[0]) for p in ours if ours[p] != theirs.get(p)}
+    assert not wrong, sorted(wrong.items())[:10]
+    elf = {p for p, (kind, content) in theirs.items() if kind == "file" and content[:4] == b"\x7fELF"}
+    assert elf and not elf - set(ours)  # every ELF object of the image is there
+    assert f"{LIBDIR}/libnvinfer.so.10" in ours and "opt/tritonserver/backends/tensorrt/README" in ours
+    assert not [p for p in ours if p.startswith("opt/tritonserver/backends/tensorrt/lib")]  # the opaque directory
+    assert ours["opt/tritonserver/include"][0] == "file" and ours["opt/extra/libc-copy.so.6"][0] == "file"
+
+
+def verdicts(result) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return sorted((f.code.value, f.model or "", f.library or "", f.symbol or "", f.message) for f in result.findings)
+
+
+@pytest.mark.parametrize("form", ["oci", "oci-archive", "docker-archive", "docker-archive-gzip"])
+def test_each_form_of_an_image_gives_the_verdicts_of_its_unpacked_root(container, unpacked, form, tmp_path):
+    layers = changes(container)
+    if form == "oci":
+        ref = f"oci:{images.oci_layout(tmp_path / 'layout', layers)}:latest"
+    elif form == "oci-archive":
+        ref = f"oci-archive:{images.oci_archive(images.oci_layout(tmp_path / 'layout', layers), tmp_path / 'o.tar')}"
+    else:
+        archive = images.docker_archive(tmp_path / "image.tar", layers)
+        if form.endswith("gzip"):
+            (tmp_path / "image.tar.gz").write_bytes(gzip.compress(archive.read_bytes()))
+            archive = tmp_path / "image.tar.gz"
+        ref = f"docker-archive:{archive}"
+    repo = container.parent / "models"
+    if not repo.exists():
+        shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.so"))
+        install(repo)
+    mounts = (("/models", str(repo)),)
+    manifest = load_manifest(str(repo / "customops.toml"))
+    from customops.app.target import image_container
+    from customops.elf.cache import ElfReader
+
+    image = image_container(ref, "/opt/tritonserver/backends", ElfReader(), tmp_path / "cache")
+    assert image.image and image.image.startswith(ref.split(":")[0])
+    through_image = run_check([str(repo)], manifest, image, mounts)
+    through_root = run_check([str(repo)], manifest, from_root(str(unpacked)), mounts)
+    assert verdicts(through_image) == verdicts(through_root) and len(verdicts(through_root)) > 5
+
+
+def test_a_second_check_of_an_image_reads_no_layer_and_a_derived_image_only_its_own(container, tmp_path):
+    layers = changes(container)
+    base = images.oci_layout(tmp_path / "base", layers[:2])
+    derived = images.oci_layout(tmp_path / "derived", layers)
+    cache = tmp_path / "cache"
+    materialize(read_image(parse(f"oci:{base}:latest")), cache)
+    manifest = json.loads((base / "index.json").read_text())["manifests"][0]["digest"].split(":")[1]
+    for layer in json.loads((base / "blobs/sha256" / manifest).read_text())["layers"]:
+        (base / "blobs/sha256" / layer["digest"].split(":")[1]).unlink()  # gone: it must not be read again
+        (derived / "blobs/sha256" / layer["digest"].split(":")[1]).unlink()
+    assert materialize(read_image(parse(f"oci:{base}:latest")), cache).is_dir()
+    root = materialize(read_image(parse(f"oci:{derived}:latest")), cache)
+    assert (root / LIBDIR / "libnvinfer.so.10").is_file()
+
+
+def op_library_needing(root_tree: Path, work: Path) -> tuple[Path, Path]:
+    """An ONNX Runtime op library needing libextra.so, which lies in /opt/extra/lib, a directory only the image's
+    LD_LIBRARY_PATH names (no RUNPATH, not in ld.so.conf)."""
+    extra = work / "libextra.so"
+    source = work / "extra.c"
+    source.write_text("int extra_value(void) { return 3; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(extra), str(source), "-Wl,-soname,libextra.so"], check=True)
+    op = work / "libneeds_extra.so"
+    source = work / "op.c"
+    source.write_text("extern int extra_value(void);\nint (*const uses)(void) = extra_value;\n"
+                      "void *RegisterCustomOps(void *o, const void *a) { (void)o; (void)a; return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(op), str(source), f"-L{work}", "-lextra",
+                    "-Wl,--no-as-needed"], check=True)
+    return extra, op
+
+
+def test_the_images_ld_library_path_finds_what_only_it_names(container, tmp_path):
+    extra, op = op_library_needing(container, tmp_path)
+    layers = [*changes(container)[:1], [("dir", "opt/extra"), ("dir", "opt/extra/lib"),
+                                         ("file", "opt/extra/lib/libextra.so", extra, 0o755)]]
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/extra/lib"}
+    layout = images.oci_layout(tmp_path / "layout", layers, env=env)
+    repo = tmp_path / "models"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "ops").mkdir()
+    shutil.copy(op, repo / "m" / "ops" / op.name)
+    (repo / "m" / "config.pbtxt").write_text(
+        f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "/models/m/ops/{op.name}" }}\n')
+    out = subprocess.run([sys.executable, "-m", "customops", "check", str(repo), "--image", f"oci:{layout}",
+                          "--format", "json", "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    report = json.loads(out.stdout)
+    assert not [f for f in report["findings"] if f["code"] == "CO302"], report["findings"]
+    bundle = tmp_path / "bundle"
+    subprocess.run(["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    rootfs = bundle / "rootfs"
+    shutil.copytree(repo, rootfs / "models")
+    without = run_check([str(rootfs / "models")], load_manifest(None), from_root(str(rootfs)), ())
+    assert [f for f in without.findings if f.code == "CO302"]  # the same root without the image's Env
+    with_env = run_check([str(rootfs / "models")], load_manifest(None), from_root(str(rootfs)), (),
+                         inherited=Inherited.of(env, "last"))
+    assert not [f for f in with_env.findings if f.code == "CO302"]
+    served = f"/models/m/ops/{op.name}"
+    loaded = run_in_container(str(rootfs), with_env.plan, {"LD_LIBRARY_PATH": env["LD_LIBRARY_PATH"]})
+    assert (served, None) in loaded.dlopens  # the real ld.so, in the container with the image's environment
+    failed = run_in_container(str(rootfs), without.plan)
+    assert [e for p, e in failed.dlopens if p == served and e and "libextra.so" in e]
+
+
+def customops(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "customops", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+
+
+def test_a_layer_that_lies_about_its_digest_is_refused_in_one_line(container, tmp_path):
+    layout = images.oci_layout(tmp_path / "layout", [[("file", "etc/os-release", b"ID=test\n", 0o644)]])
+    blob = next(p for p in (layout / "blobs/sha256").iterdir() if p.read_bytes()[:2] == b"\x1f\x8b")
+    blob.write_bytes(gzip.compress(images.layer_tar([("file", "etc/os-release", b"ID=evil\n", 0o644)])))
+    result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 2 and result.stdout == "", result
+    (line,) = result.stderr.splitlines()
+    assert str(layout) in line and "does not have the digest" in line
+
+
+def test_an_index_that_lists_itself_is_refused_in_one_line(tmp_path):
+    layout = images.oci_layout(tmp_path / "layout", [[("file", "etc/os-release", b"ID=test\n", 0o644)]])
+    index = json.loads((layout / "index.json").read_text())
+    body = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                       "manifests": index["manifests"]}).encode()
+    digest = hashlib.sha256(body).hexdigest()
+    looping = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": "application/vnd.oci.image.index.v1+json", "digest": f"sha256:{digest}", "size": len(body)}]})
+    (layout / "blobs/sha256" / digest).write_bytes(looping.encode())  # its content names itself: a lie, then a loop
+    (layout / "index.json").write_text(looping)
+    result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result
+
+
+def test_members_that_climb_out_of_the_image_are_never_written(tmp_path):
+    outside = tmp_path / "outside"
+    layers = [[("file", "../../outside", b"escaped\n", 0o644), ("file", "/etc/os-release", b"ID=x\n", 0o644),
+               ("symlink", "etc/escape", str(tmp_path)), ("file", "etc/escape/written", b"x\n", 0o644)]]
+    layout = images.oci_layout(tmp_path / "layout", layers)
+    root = materialize(read_image(parse(f"oci:{layout}")), tmp_path / "cache")
+    assert not outside.exists() and not (tmp_path / "written").exists()
+    assert (root / "etc/os-release").read_bytes() == b"ID=x\n"
+    escape = root / "etc/escape"  # a directory of the root: the link, made last, does not replace it
+    assert escape.is_dir() and not escape.is_symlink() and (escape / "written").is_file()
