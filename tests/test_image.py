@@ -240,3 +240,39 @@ def test_members_that_climb_out_of_the_image_are_never_written(tmp_path):
     assert (root / "etc/os-release").read_bytes() == b"ID=x\n"
     escape = root / "etc/escape"  # a directory of the root: the link, made last, does not replace it
     assert escape.is_dir() and not escape.is_symlink() and (escape / "written").is_file()
+
+
+def fake_daemon(bin_dir: Path, script: str) -> dict[str, str]:
+    """A `docker` command of the test's own on PATH (no daemon runs here): what `docker save` does is `script`."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "docker").write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / "docker").chmod(0o755)
+    return {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+
+def test_a_daemons_image_is_read_as_its_save_streams_and_checks_as_the_archive(container, tmp_path):
+    archive = images.docker_archive(tmp_path / "image.tar", changes(container))
+    env = fake_daemon(tmp_path / "bin", f'[ "$1" = save ] && [ "$2" = triton:test ] && exec cat {archive}\nexit 1')
+    repo = container.parent / "models"
+    if not repo.exists():
+        shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("*.so"))
+        install(repo)
+
+    def findings(ref: str) -> list[tuple]:
+        out = subprocess.run([sys.executable, "-m", "customops", "check", str(repo), "--image", ref, "--format",
+                              "json", "--cache-dir", str(tmp_path / ref.split(":")[0])], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert out.returncode == 1, out.stderr
+        return sorted((f["code"], f.get("model"), f["message"]) for f in json.loads(out.stdout)["findings"])
+
+    assert findings("docker-daemon:triton:test") == findings(f"docker-archive:{archive}")
+
+
+def test_no_daemon_is_one_line_and_exit_2(tmp_path):
+    env = fake_daemon(tmp_path / "bin", 'echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. '
+                                        'Is the docker daemon running?" >&2\nexit 1')
+    out = subprocess.run([sys.executable, "-m", "customops", "check", str(EXAMPLE), "--image",
+                          "docker-daemon:triton:test"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    assert "docker save triton:test" in line and "Cannot connect to the Docker daemon" in line

@@ -88,15 +88,17 @@ def image_container(text: str, backend_directory: str, reader: ElfReader,
     from pathlib import Path
 
     from customops.cachedir import trusted_root
+    from customops.image.daemon import read_daemon
     from customops.image.layout import read_image
     from customops.image.reference import parse
     from customops.image.root import materialize
 
-    image = read_image(parse(text))
+    ref = parse(text)
     cache = trusted_root(os.fspath(cache_dir)) if cache_dir is not None else None
     if cache is None:
         cache = Path(tempfile.mkdtemp(prefix="customops-image-"))
         atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    image = read_daemon(ref, cache / "images") if ref.transport.streamed else read_image(ref)
     root = materialize(image, cache / "images")
     container = from_root(str(root), backend_directory, reader)
     return replace(container, image=f"{image.reference} ({image.config_digest[:19]})",

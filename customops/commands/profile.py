@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION",
                                help="customops profile ACTION --help describes it")
     create = actions.add_parser("create", help="write a profile of the container (default: this machine)")
-    create.add_argument("--container-root", default="/", metavar="DIR",
+    create.add_argument("--container-root", metavar="DIR",
                         help="the container's unpacked filesystem (default: /, when run inside the image)")
     create.add_argument("--backend-directory", metavar="DIR",
                         help="the server's --backend-directory, inside the container (default: the one the recorded "
@@ -21,8 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     create.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the profile to write (commit it as customops-profile.json next to the repository)")
     create.add_argument("--image", metavar="REFERENCE",
-                        help="the image the container is, as you pull it (nvcr.io/nvidia/tritonserver:24.12-py3): "
-                             "recorded, and named by every check against the profile")
+                        help="the image to profile, read as `check --image` reads it (docker-archive:FILE, "
+                             "oci:DIR[:TAG], oci-archive:FILE[:TAG]); or, with --container-root or inside the image, "
+                             "only its name as you pull it (nvcr.io/nvidia/tritonserver:24.12-py3): recorded, and "
+                             "named by every check against the profile")
     create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
                         help="the server's arguments, recorded: a check against the profile reads its backend "
                              "directory, config name, models to load, auto-complete setting and TensorRT plugins "
@@ -34,18 +36,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from customops import progress
     from customops.app.server_command import profile_backend_directory
+    from customops.app.target import image_container
+    from customops.cachedir import default_cache_dir
     from customops.elf.cache import ElfReader
+    from customops.image.reference import readable
     from customops.triton.container import from_root, write_profile
 
     if args.image is not None and not args.image.isprintable():
         raise CustomopsError(f"--image {printable(args.image)}: contains a control character")
     backend_directory = profile_backend_directory(tuple(args.server_args), args.backend_directory)
-    with progress.shown(f"profiling {args.container_root}"):
+    reader = ElfReader(Path(args.cache_dir) if args.cache_dir else None)
+    image = args.image if args.image and args.container_root is None and readable(args.image) else None
+    with progress.shown(f"profiling {image or args.container_root or '/'}"):
         progress.stage("reading its facts")
-        container = from_root(args.container_root, backend_directory, ElfReader(Path(args.cache_dir)
-                                                                                     if args.cache_dir else None))
+        if image:
+            container = image_container(image, backend_directory, reader, args.cache_dir or default_cache_dir())
+        else:
+            container = from_root(args.container_root or "/", backend_directory, reader)
         progress.stage("recording its libraries")
-        write_profile(container, args.output, tuple(args.server_args), args.image)
+        write_profile(container, args.output, tuple(args.server_args), container.image or args.image)
     print(f"wrote {args.output}")
     return 0
 

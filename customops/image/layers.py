@@ -105,7 +105,9 @@ def _decompressed(blob: _Hashing) -> IO[bytes]:
 
 
 class _Prefixed:
-    def __init__(self, head: bytes, rest: _Hashing) -> None:
+    """`head`, then the rest of a stream it was read from."""
+
+    def __init__(self, head: bytes, rest: _Hashing | IO[bytes]) -> None:
         self.head, self.rest = head, rest
 
     def read(self, size: int = -1) -> bytes:
@@ -118,35 +120,50 @@ class _Prefixed:
         return self.rest.read(size)
 
 
+DIFF_ID = "diff_id"
+
+
 def read_layer(layer: Layer, image: str, cache: Path) -> Path:
     """The layer's directory in the cache (`cache`/<hex>): its index and the contents kept, read now unless an
-    earlier check kept it. InputError naming the image when the layer cannot be read or lies about its digest."""
-    hexdigest = layer.digest.split(":", 1)[1]
-    done = cache / hexdigest
-    if (done / INDEX).is_file():
-        return done
-    staging = cache / f".{hexdigest}.{os.getpid()}"
+    earlier check kept it. InputError naming the image when the layer cannot be read or lies about its digest or
+    its diff_id."""
+    done = cache / layer.digest.split(":", 1)[1]
+    if not (done / INDEX).is_file():
+        try:
+            with layer.open() as raw:
+                done = keep_layer(raw, cache, layer.digest, image)
+        except OSError as exc:
+            raise InputError(image, f"layer {layer.digest}: {exc}") from None
+    if (done / DIFF_ID).read_text() != layer.diff_id:
+        raise InputError(image, f"layer {layer.digest}: its tar does not have the diff_id {layer.diff_id} the "
+                         "configuration gives")
+    return done
+
+
+def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: str = "the image") -> Path:
+    """Read a layer blob from `raw` to its end into the cache, under the digest it has (which must be `digest`
+    where one is given), with its diff_id beside its index; its directory."""
+    staging = cache / f".layer.{os.getpid()}.{id(raw)}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / FILES).mkdir(parents=True, mode=0o700)
     try:
-        with layer.open() as raw:
-            blob = _Hashing(raw)
-            tar_stream = _Hashing(_decompressed(blob), LAYER_LIMIT)
-            entries = _members(tar_stream, staging / FILES)
-            tar_stream.drain()
-            blob.drain()
-        if blob.hexdigest() != layer.digest:
-            raise ValueError(f"its content does not have the digest {layer.digest} that names it")
-        if tar_stream.hexdigest() != layer.diff_id:
-            raise ValueError(f"its tar does not have the diff_id {layer.diff_id} the configuration gives")
+        blob = _Hashing(raw)
+        tar_stream = _Hashing(_decompressed(blob), LAYER_LIMIT)
+        entries = _members(tar_stream, staging / FILES)
+        tar_stream.drain()
+        blob.drain()
+        if digest is not None and blob.hexdigest() != digest:
+            raise ValueError(f"its content does not have the digest {digest} that names it")
         (staging / INDEX).write_text(json.dumps([asdict(e) for e in entries]))
+        (staging / DIFF_ID).write_text(tar_stream.hexdigest())
+        done = cache / blob.hexdigest().split(":", 1)[1]
         try:
             staging.rename(done)
         except OSError:  # another check kept it first
             shutil.rmtree(staging, ignore_errors=True)
     except (OSError, EOFError, tarfile.TarError, ValueError, gzip.BadGzipFile, UnicodeError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise InputError(image, f"layer {layer.digest}: {exc}") from None
+        raise InputError(image, f"layer {digest or '(streamed)'}: {exc}") from None
     return done
 
 

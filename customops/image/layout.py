@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import re
@@ -61,14 +62,20 @@ def read_image(ref: ImageReference, platform: str = "linux/amd64") -> Image:
 
 
 class _Files:
-    """The files of a layout: a directory's, or an archive's members (read in place, never extracted)."""
+    """The files of a layout: a directory's, an archive's members (read in place, never extracted), or the
+    documents a daemon's stream held (customops.image.daemon: its layers are in the cache already)."""
 
-    def __init__(self, ref: ImageReference) -> None:
-        self.ref = ref
-        self.archive = None if os.path.isdir(ref.path) else tarfile.open(ref.path, "r:*")  # noqa: SIM115 (read on)
+    def __init__(self, ref: ImageReference, documents: dict[str, bytes] | None = None) -> None:
+        self.ref, self.documents = ref, documents
+        self.archive = None if documents is not None or os.path.isdir(ref.path) else \
+            tarfile.open(ref.path, "r:*")  # noqa: SIM115 (read from while the image is)
         self.members = {m.name.removeprefix("./"): m for m in self.archive.getmembers()} if self.archive else {}
 
     def open(self, name: str) -> IO[bytes]:
+        if self.documents is not None:
+            if name not in self.documents:
+                raise InputError(str(self.ref), f"{name}: not in what the daemon sent")
+            return io.BytesIO(self.documents[name])
         if self.archive is None:
             path = os.path.join(self.ref.path, name)
             if os.path.islink(path) or not os.path.isfile(path):
@@ -115,10 +122,10 @@ def _layers(files: _Files, names: list[str], digests: list[str], diff_ids: list[
                  for name, digest, diff_id in zip(names, digests, diff_ids, strict=True))
 
 
-def _docker_archive(ref: ImageReference) -> Image:
+def _docker_archive(ref: ImageReference, files: _Files | None = None) -> Image:
     """manifest.json: [{Config, RepoTags, Layers}]; a layer is an uncompressed tar (its digest is its diff_id) or,
     in newer archives, an OCI blob."""
-    files = _Files(ref)
+    files = files or _Files(ref)
     entries = files.json("manifest.json")
     if not isinstance(entries, list) or not entries:
         raise InputError(str(ref), "manifest.json lists no image")
@@ -137,9 +144,9 @@ def _docker_archive(ref: ImageReference) -> Image:
     return Image(str(ref), f"sha256:{config_hex}", config, _layers(files, names, digests, diff_ids))
 
 
-def _oci(ref: ImageReference, platform: str) -> Image:
+def _oci(ref: ImageReference, platform: str, files: _Files | None = None) -> Image:
     """index.json, then the manifest the tag (or the only one, or the platform's) names."""
-    files = _Files(ref)
+    files = files or _Files(ref)
     layout = files.json("oci-layout")
     if not isinstance(layout, dict) or "imageLayoutVersion" not in layout:
         raise InputError(str(ref), "oci-layout does not name an imageLayoutVersion")

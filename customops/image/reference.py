@@ -1,7 +1,8 @@
 """What `--image REF` names, in skopeo's transport names (so users move between the tools): `docker-archive:PATH`
 (a `docker save` / `podman save` archive, `:NAME:TAG` to choose one of several images), `oci:DIR[:TAG]` (an OCI
-image layout), `oci-archive:FILE[:TAG]` (one as a tar). A bare path is read as what it is: a directory holding
-`oci-layout` is `oci:`, a file `docker-archive:` (or `oci-archive:` when it holds `oci-layout`)."""
+image layout), `oci-archive:FILE[:TAG]` (one as a tar), `docker-daemon:NAME[:TAG]` and `podman:NAME[:TAG]` (the
+local daemon's save, streamed). A bare path is read as what it is: a directory holding `oci-layout` is `oci:`, a
+file `docker-archive:` (or `oci-archive:` when it holds `oci-layout`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ class Transport(TextEnum):
     DOCKER_ARCHIVE = "docker-archive"
     OCI = "oci"
     OCI_ARCHIVE = "oci-archive"
+    DOCKER_DAEMON = "docker-daemon"  # the local daemon's `docker save`, streamed
+    PODMAN = "podman"  # the local `podman image save`, streamed
+
+    @property
+    def streamed(self) -> bool:
+        return self in (Transport.DOCKER_DAEMON, Transport.PODMAN)
 
 
 @dataclass(frozen=True)
@@ -29,11 +36,19 @@ class ImageReference:
         return f"{self.transport.value}:{self.path}" + (f":{self.selector}" if self.selector else "")
 
 
+def readable(text: str) -> bool:
+    """Whether `text` names an image customops can read (a transport:path, or a path), not only a registry name."""
+    transport, _, rest = text.partition(":")
+    return (transport in {t.value for t in Transport} and bool(rest)) or os.path.exists(text)
+
+
 def parse(text: str) -> ImageReference:
     """The reference `--image` was given; CustomopsError (exit 2) when it names no readable image."""
     transport, _, rest = text.partition(":")
     if transport in {t.value for t in Transport} and rest:
         kind = Transport(transport)
+        if kind.streamed:
+            return ImageReference(kind, rest)  # NAME[:TAG], as the daemon knows it
         path, selector = _split(rest, kind)
         return ImageReference(kind, path, selector)
     if os.path.isdir(text):
