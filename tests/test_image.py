@@ -276,3 +276,15 @@ def test_no_daemon_is_one_line_and_exit_2(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     (line,) = out.stderr.splitlines()
     assert "docker save triton:test" in line and "Cannot connect to the Docker daemon" in line
+
+
+def test_the_images_cmd_is_the_servers_command_line(container, tmp_path):
+    """Entrypoint (NVIDIA's script, which execs its arguments) and Cmd give tritonserver its arguments: here explicit
+    model control loading only `custom`, so only it is checked, as with `-- tritonserver ...` on the command line."""
+    cmd = ["tritonserver", "--model-repository=/models", "--model-control-mode=explicit", "--load-model=custom"]
+    layout = images.oci_layout(tmp_path / "layout", changes(container), cmd=cmd)
+    assert read_image(parse(f"oci:{layout}")).server_args == tuple(cmd[1:])
+    out = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
+                    str(tmp_path / "cache"))
+    report = json.loads(out.stdout)
+    assert [m["name"] for m in report["models"]] == ["custom"], report["models"]

@@ -79,4 +79,5 @@ def recorded_settings(container: Container, profile: str | None) -> ServerSettin
     try:
         return settings(parse(["tritonserver", *container.server_args]))
     except CustomopsError as exc:
-        raise InputError(profile or "the profile", f"its recorded server command line: {exc}") from None
+        raise InputError(profile or container.image or "the profile",
+                         f"its recorded server command line: {exc}") from None

@@ -101,8 +101,10 @@ def image_container(text: str, backend_directory: str, reader: ElfReader,
     image = read_daemon(ref, cache / "images") if ref.transport.streamed else read_image(ref)
     root = materialize(image, cache / "images")
     container = from_root(str(root), backend_directory, reader)
+    args = image.server_args
     return replace(container, image=f"{image.reference} ({image.config_digest[:19]})",
-                   environment=tuple(sorted(image.environment.items())))
+                   environment=tuple(sorted(image.environment.items())),
+                   server_args=args if args is not None else container.server_args)
 
 
 def beside_repository(manifest: Manifest, repositories: list[str]) -> str | None:

@@ -51,6 +51,16 @@ class Image:
         return found
 
 
+    @property
+    def server_args(self) -> tuple[str, ...] | None:
+        """The arguments its Entrypoint and Cmd give `tritonserver` (through an entrypoint script that execs its
+        arguments, as NVIDIA's does), or None where they do not start it."""
+        settings = self.config.get("config") or {}
+        argv = [a for a in (settings.get("Entrypoint") or []) + (settings.get("Cmd") or []) if isinstance(a, str)]
+        at = next((i for i, a in enumerate(argv) if os.path.basename(a) == "tritonserver"), None)
+        return None if at is None else tuple(argv[at + 1:])
+
+
 def read_image(ref: ImageReference, platform: str = "linux/amd64") -> Image:
     """The image `ref` names; InputError (exit 2) naming the image and the reason when it cannot be read."""
     try:
