@@ -288,3 +288,44 @@ def test_the_images_cmd_is_the_servers_command_line(container, tmp_path):
                     str(tmp_path / "cache"))
     report = json.loads(out.stdout)
     assert [m["name"] for m in report["models"]] == ["custom"], report["models"]
+
+
+def test_a_layer_that_ends_early_is_refused_in_one_line(tmp_path):
+    layout = images.oci_layout(tmp_path / "layout", [[("file", "etc/os-release", b"ID=test\n" * 4000, 0o644)]])
+    blob = next(p for p in (layout / "blobs/sha256").iterdir() if p.read_bytes()[:2] == b"\x1f\x8b")
+    blob.write_bytes(blob.read_bytes()[:40])
+    result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result
+    assert str(layout) in result.stderr and "layer sha256:" in result.stderr
+    assert not list((tmp_path / "cache" / "images" / "layers").iterdir())  # nothing of it kept
+
+
+def test_more_layers_than_an_image_may_have_are_refused_in_one_line(tmp_path):
+    layout = images.oci_layout(tmp_path / "layout", [[("file", f"etc/f{n}", b"x", 0o644)] for n in range(501)],
+                               compress=False)
+    result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 2 and "501 layers (more than 500)" in result.stderr, result
+
+
+def test_device_nodes_and_fifos_of_an_image_are_never_made(tmp_path):
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for name, kind in (("dev/sda", tarfile.BLKTYPE), ("dev/null", tarfile.CHRTYPE), ("run/fifo", tarfile.FIFOTYPE)):
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            archive.addfile(info)
+        info = tarfile.TarInfo("usr/bin/setuid-tool")
+        data = b"\x7fELF" + b"\0" * 60
+        info.size, info.mode = len(data), 0o4755
+        archive.addfile(info, io.BytesIO(data))
+    raw = out.getvalue()
+    from customops.image.layers import keep_layer
+
+    kept = keep_layer(io.BytesIO(raw), tmp_path / "cache")
+    index = {e["path"]: e for e in json.loads((kept / "index.json").read_text())}
+    assert {index[p]["kind"] for p in ("dev/sda", "dev/null", "run/fifo")} == {"other"}
+    assert not (kept / "files" / "dev").exists()
+    assert (kept / "files/usr/bin/setuid-tool").stat().st_mode & 0o7777 == 0o755  # kept, never setuid
