@@ -91,6 +91,7 @@ ORACLE_SUITES = frozenset({
     "test_published_tensorflow_libraries", "test_probe", "test_probe_batch", "test_torch_duplicate_registrations",
     "test_check_tensorrt_probe", "test_probe_tensorrt", "test_probe_tensorrt_real", "test_probe_tensorrt_published",
     "test_version_nodes", "test_linker_constructors", "test_protobuf_pools", "test_registrations_in_the_image",
+    "test_probe_in_the_container", "test_tensorflow_unregistered_ops", "test_image",
 })
 SLOW_SUITES = frozenset({
     "test_attacks_probe", "test_attacks_cache", "test_attacks_round2", "test_attacks_profile", "test_hostile_cli",
