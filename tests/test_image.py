@@ -35,16 +35,16 @@ LIBDIR = "usr/lib/x86_64-linux-gnu"
 
 
 @pytest.fixture(scope="module")
-def container() -> Path:
-    return install(_example_copy())
-
-
-def _example_copy() -> Path:
-    import tempfile
-
-    copy = Path(tempfile.mkdtemp(prefix="customops-image-example-")) / "model_repository"
+def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the fixture container's root, a copy of the example repository with its libraries)."""
+    copy = tmp_path_factory.mktemp("example") / "model_repository"
     shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("*.so"))
-    return copy
+    return install(copy), copy
+
+
+@pytest.fixture(scope="module")
+def container(example: tuple[Path, Path]) -> Path:
+    return example[0]
 
 
 def changes(container: Path) -> list[list[images.Member]]:
@@ -329,3 +329,32 @@ def test_device_nodes_and_fifos_of_an_image_are_never_made(tmp_path):
     assert {index[p]["kind"] for p in ("dev/sda", "dev/null", "run/fifo")} == {"other"}
     assert not (kept / "files" / "dev").exists()
     assert (kept / "files/usr/bin/setuid-tool").stat().st_mode & 0o7777 == 0o755  # kept, never setuid
+
+
+def test_a_repository_baked_into_the_image_is_checked_from_the_image(example, tmp_path):
+    """No repository given: the one the image's command line names (--model-repository=/models) is read from the
+    image, as the server would read it; the verdicts are those of the same repository mounted from this machine."""
+    container, repository = example
+    baked = [("dir", "models"), *images.tree(repository, "models")]
+    cmd = ["tritonserver", "--model-repository=/models"]
+    layout = images.oci_layout(tmp_path / "layout", [*changes(container), baked], cmd=cmd)
+    work = tmp_path / "work"
+    work.mkdir()
+    inside = customops("check", "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
+                       str(tmp_path / "cache"), cwd=work)
+    assert inside.returncode == 1, inside.stderr
+    mounted = customops("check", str(repository), "--image", f"oci:{layout}", "--format", "json",
+                        "--cache-dir", str(tmp_path / "cache"), cwd=work)
+
+    def codes(report: str) -> list[tuple]:
+        return sorted((f["code"], f.get("model"), f.get("library")) for f in json.loads(report)["findings"])
+
+    assert codes(inside.stdout) == codes(mounted.stdout) and len(codes(inside.stdout)) > 5
+
+
+def test_an_image_without_a_repository_it_names_is_a_usage_error(container, tmp_path):
+    layout = images.oci_layout(tmp_path / "layout", changes(container)[:1], cmd=["tritonserver",
+                                                                                 "--model-repository=/models"])
+    result = customops("check", "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    assert result.returncode == 2 and "no model repository given" in result.stderr, result
+

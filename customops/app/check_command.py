@@ -61,7 +61,13 @@ def check_request(command: CheckCommand) -> CheckRequest:
 
     named = [*command.repositories, *command.more_repositories]
     _not_the_server(command.repositories)
-    if not named and command.server is None:
+    if not named and command.server is None and command.container.image:
+        from customops.app.target import baked_repositories
+        from customops.cachedir import default_cache_dir
+
+        named = baked_repositories(command.container.image, None if not command.use_cache
+                                   else command.cache_dir or default_cache_dir())
+    elif not named and command.server is None:
         from customops.triton.discovery import find_model_repositories
 
         named = find_model_repositories(os.getcwd())

@@ -4,9 +4,11 @@ none is named and this machine is no Triton container, the profile the repositor
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from customops import chroot
 from customops.app.shown import shown
 from customops.errors import CustomopsError, InputError, printable
 from customops.triton.container import Container, from_release, from_root, read_profile
@@ -15,6 +17,7 @@ from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
 
 if TYPE_CHECKING:
     from customops.elf.cache import ElfReader
+    from customops.image.layout import Image
 
 PROFILE_NAME = "customops-profile.json"
 TRITON_HOME = "/opt/tritonserver"  # the NGC images' Triton: its presence means "checking from inside"
@@ -77,15 +80,11 @@ def read_container(choice: ContainerChoice, profile: str | None, reader: ElfRead
     return from_root(choice.root or "/", choice.backend_directory, reader)
 
 
-def image_container(text: str, backend_directory: str, reader: ElfReader,
-                    cache_dir: str | os.PathLike[str] | None) -> Container:
-    """The container an image is: its layers applied into a root in customops' cache (one of its own that goes
-    at exit with --no-cache), named by the image and its configuration's digest, with its Env."""
+def image_root(text: str, cache_dir: str | os.PathLike[str] | None) -> tuple[Image, Path]:
+    """The image `text` names and its root in customops' cache (one of its own that goes at exit with --no-cache)."""
     import atexit
     import shutil
     import tempfile
-    from dataclasses import replace
-    from pathlib import Path
 
     from customops.cachedir import trusted_root
     from customops.image.daemon import read_daemon
@@ -99,12 +98,34 @@ def image_container(text: str, backend_directory: str, reader: ElfReader,
         cache = Path(tempfile.mkdtemp(prefix="customops-image-"))
         atexit.register(shutil.rmtree, cache, ignore_errors=True)
     image = read_daemon(ref, cache / "images") if ref.transport.streamed else read_image(ref)
-    root = materialize(image, cache / "images")
+    return image, materialize(image, cache / "images", repositories=not ref.transport.streamed)
+
+
+def image_container(text: str, backend_directory: str, reader: ElfReader,
+                    cache_dir: str | os.PathLike[str] | None) -> Container:
+    """The container an image is: its layers applied into a root in customops' cache, named by the image and its
+    configuration's digest, with its Env and the server command line its Entrypoint and Cmd give."""
+    image, root = image_root(text, cache_dir)
     container = from_root(str(root), backend_directory, reader)
     args = image.server_args
     return replace(container, image=f"{image.reference} ({image.config_digest[:19]})",
                    environment=tuple(sorted(image.environment.items())),
                    server_args=args if args is not None else container.server_args)
+
+
+def baked_repositories(text: str, cache_dir: str | os.PathLike[str] | None) -> list[str]:
+    """The model repositories inside the image that its command line names (`--model-repository=/models`), as
+    directories of its root in the cache (resolved inside the root: a link there never leads out of it); a usage
+    error when there is none."""
+    image, root = image_root(text, cache_dir)
+    found = [resolved[1] for path in image.repositories
+             if (resolved := chroot.resolve(str(root), (), "/" + path)) and os.path.isdir(resolved[1])]
+    if not found:
+        named = ", ".join("/" + p for p in image.repositories) or "none"
+        raise CustomopsError(f"--image {text}: no model repository given, and the image has none its command line "
+                             f"names (--model-repository: {named}); name one, or give the server's command line "
+                             "after --")
+    return found
 
 
 def beside_repository(manifest: Manifest, repositories: list[str]) -> str | None:

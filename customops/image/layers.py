@@ -63,10 +63,10 @@ def normalised(name: str) -> str | None:
     return "/".join(parts) or None
 
 
-def wanted(path: str, head: bytes, size: int) -> bool:
-    """Whether the check may read this file: an ELF object, or a small file of /etc or /opt/tritonserver, or a
-    small script (an entrypoint)."""
-    if head.startswith(ELF_MAGIC):
+def wanted(path: str, head: bytes, size: int, keep: tuple[str, ...] = ()) -> bool:
+    """Whether the check may read this file: an ELF object, a small file of /etc or /opt/tritonserver, a small
+    script (an entrypoint), or any file under `keep` (the model repositories the image's command line names)."""
+    if head.startswith(ELF_MAGIC) or any(path.startswith(prefix) for prefix in keep):
         return True
     if size > SMALL:
         return False
@@ -123,15 +123,21 @@ class _Prefixed:
 DIFF_ID = "diff_id"
 
 
-def read_layer(layer: Layer, image: str, cache: Path) -> Path:
+def kept_name(hexdigest: str, keep: tuple[str, ...]) -> str:
+    """A layer's directory name: its digest, and what beyond the defaults it keeps (the same layer kept for another
+    image's model repository is another directory)."""
+    return hexdigest + ("+" + hashlib.sha256("\n".join(sorted(keep)).encode()).hexdigest()[:16] if keep else "")
+
+
+def read_layer(layer: Layer, image: str, cache: Path, keep: tuple[str, ...] = ()) -> Path:
     """The layer's directory in the cache (`cache`/<hex>): its index and the contents kept, read now unless an
     earlier check kept it. InputError naming the image when the layer cannot be read or lies about its digest or
     its diff_id."""
-    done = cache / layer.digest.split(":", 1)[1]
+    done = cache / kept_name(layer.digest.split(":", 1)[1], keep)
     if not (done / INDEX).is_file():
         try:
             with layer.open() as raw:
-                done = keep_layer(raw, cache, layer.digest, image)
+                done = keep_layer(raw, cache, layer.digest, image, keep)
         except OSError as exc:
             raise InputError(image, f"layer {layer.digest}: {exc}") from None
     if (done / DIFF_ID).read_text() != layer.diff_id:
@@ -140,7 +146,8 @@ def read_layer(layer: Layer, image: str, cache: Path) -> Path:
     return done
 
 
-def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: str = "the image") -> Path:
+def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: str = "the image",
+               keep: tuple[str, ...] = ()) -> Path:
     """Read a layer blob from `raw` to its end into the cache, under the digest it has (which must be `digest`
     where one is given), with its diff_id beside its index; its directory."""
     staging = cache / f".layer.{os.getpid()}.{id(raw)}"
@@ -149,14 +156,14 @@ def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: st
     try:
         blob = _Hashing(raw)
         tar_stream = _Hashing(_decompressed(blob), LAYER_LIMIT)
-        entries = _members(tar_stream, staging / FILES)
+        entries = _members(tar_stream, staging / FILES, keep)
         tar_stream.drain()
         blob.drain()
         if digest is not None and blob.hexdigest() != digest:
             raise ValueError(f"its content does not have the digest {digest} that names it")
         (staging / INDEX).write_text(json.dumps([asdict(e) for e in entries]))
         (staging / DIFF_ID).write_text(tar_stream.hexdigest())
-        done = cache / blob.hexdigest().split(":", 1)[1]
+        done = cache / kept_name(blob.hexdigest().split(":", 1)[1], keep)
         try:
             staging.rename(done)
         except OSError:  # another check kept it first
@@ -167,7 +174,7 @@ def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: st
     return done
 
 
-def _members(stream: _Hashing, files: Path) -> list[Entry]:
+def _members(stream: _Hashing, files: Path, keep: tuple[str, ...]) -> list[Entry]:
     entries = []
     with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="strict") as archive:  # type: ignore[call-overload]
         for member in archive:
@@ -175,7 +182,7 @@ def _members(stream: _Hashing, files: Path) -> list[Entry]:
             if entry is None:
                 continue
             if entry.kind == "file":
-                entry = _kept(archive, member, entry, files)
+                entry = _kept(archive, member, entry, files, keep)
             entries.append(entry)
     return entries
 
@@ -203,12 +210,13 @@ def _entry(member: tarfile.TarInfo) -> Entry | None:
     return Entry(path, "other", mode)  # a device node, a FIFO: never written
 
 
-def _kept(archive: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, files: Path) -> Entry:
+def _kept(archive: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, files: Path,
+          keep: tuple[str, ...]) -> Entry:
     source = archive.extractfile(member)
     if source is None:
         return entry
     head = source.read(4)
-    if not wanted(entry.path, head, member.size) or member.size > FILE_LIMIT:
+    if not wanted(entry.path, head, member.size, keep) or member.size > FILE_LIMIT:
         return entry
     dest = files / entry.path
     try:  # only plain directories of its own in the layer's directory: nothing is created through a link

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import posixpath
 import re
 import tarfile
 from collections.abc import Callable
@@ -59,6 +60,19 @@ class Image:
         argv = [a for a in (settings.get("Entrypoint") or []) + (settings.get("Cmd") or []) if isinstance(a, str)]
         at = next((i for i, a in enumerate(argv) if os.path.basename(a) == "tritonserver"), None)
         return None if at is None else tuple(argv[at + 1:])
+
+
+    @property
+    def repositories(self) -> tuple[str, ...]:
+        """The model repositories its command line names, relative to the image's root ("models")."""
+        found = []
+        for arg in self.server_args or ():
+            name, _, value = arg.partition("=")
+            if name in ("--model-repository", "--model-store") and value.startswith("/"):
+                path = posixpath.normpath(value).lstrip("/")
+                if path and not path.startswith(".."):
+                    found.append(path)
+        return tuple(found)
 
 
 def read_image(ref: ImageReference, platform: str = "linux/amd64") -> Image:

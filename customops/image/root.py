@@ -13,19 +13,22 @@ import os
 import shutil
 from pathlib import Path
 
-from customops.image.layers import FILES, INDEX, Entry, read_layer
+from customops.image.layers import FILES, INDEX, Entry, kept_name, read_layer
 from customops.image.layout import Image
 
 COMPLETE = "complete"
 
 
-def materialize(image: Image, cache: Path) -> Path:
-    """The image's root in `cache` (built unless an earlier check built it): its layers read as needed."""
-    root_dir = cache / "roots" / image.config_digest.split(":", 1)[1]
+def materialize(image: Image, cache: Path, repositories: bool = True) -> Path:
+    """The image's root in `cache` (built unless an earlier check built it): its layers read as needed, with the
+    model repositories its command line names (unless `repositories` is False: a daemon's stream, whose layers
+    passed before its configuration said which)."""
+    keep = tuple(f"{path}/" for path in image.repositories) if repositories else ()
+    root_dir = cache / "roots" / kept_name(image.config_digest.split(":", 1)[1], keep)
     if (root_dir / COMPLETE).is_file():
         return root_dir / "root"
     (cache / "layers").mkdir(parents=True, exist_ok=True, mode=0o700)
-    layer_dirs = [read_layer(layer, image.reference, cache / "layers") for layer in image.layers]
+    layer_dirs = [read_layer(layer, image.reference, cache / "layers", keep) for layer in image.layers]
     merged = merge(layer_dirs)
     staging = cache / "roots" / f".{root_dir.name}.{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
