@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "customops"
 LAYERS = (  # lowest first; modules directly in customops/ are the base layer
     ("base",),
     ("elf",),
-    ("linker", "inspect"),
+    ("linker", "inspect", "image"),
     ("triton",),
     ("probe",),
     ("rules",),

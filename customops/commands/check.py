@@ -34,9 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                                "machine)")
     where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
     where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
-    where.add_argument("--image", metavar="REF", help="a container image, read without a daemon and without "
-                                                      "unpacking it: docker-archive:FILE[:NAME:TAG] (docker save), "
-                                                      "oci:DIR[:TAG], oci-archive:FILE[:TAG], or a path")
+    where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
+                       "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
                    help="the server's --backend-directory, inside the container (default: %(default)s)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
