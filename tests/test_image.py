@@ -238,8 +238,9 @@ def test_members_that_climb_out_of_the_image_are_never_written(tmp_path):
     root = materialize(read_image(parse(f"oci:{layout}")), tmp_path / "cache")
     assert not outside.exists() and not (tmp_path / "written").exists()
     assert (root / "etc/os-release").read_bytes() == b"ID=x\n"
-    escape = root / "etc/escape"  # a directory of the root: the link, made last, does not replace it
-    assert escape.is_dir() and not escape.is_symlink() and (escape / "written").is_file()
+    # under the link, the file lands where the link leads inside the image's root, as extracting into a root does
+    assert os.readlink(root / "etc/escape") == str(tmp_path)
+    assert (root / str(tmp_path).lstrip("/") / "written").read_bytes() == b"x\n"
 
 
 def fake_daemon(bin_dir: Path, script: str) -> dict[str, str]:
@@ -358,3 +359,102 @@ def test_an_image_without_a_repository_it_names_is_a_usage_error(container, tmp_
     result = customops("check", "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
     assert result.returncode == 2 and "no model repository given" in result.stderr, result
 
+
+
+# Found by review (hostile layers, and where the first flattening differed from umoci's) ---------------------
+
+
+def raw_layer(build) -> bytes:  # type: ignore[no-untyped-def]
+    """A layer tar written by `build(archive)` (members of any kind the test makes)."""
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        build(archive)
+    return out.getvalue()
+
+
+def test_a_member_claiming_more_bytes_than_a_layer_may_hold_ends_the_read_in_one_line(tmp_path):
+    import io
+    import tarfile
+
+    def build(archive):  # type: ignore[no-untyped-def]
+        info = tarfile.TarInfo("usr/x")
+        info.size, info.pax_headers = 2, {"size": "99999999999999999999"}  # skipped by reading: 10^16 blocks
+        archive.addfile(info, io.BytesIO(b"ab"))
+
+    from customops.errors import InputError
+    from customops.image.layers import keep_layer
+
+    with pytest.raises(InputError, match="claims 99999999999999999999 bytes"):
+        keep_layer(io.BytesIO(raw_layer(build)), tmp_path / "cache")
+    assert not [p for p in (tmp_path / "cache").iterdir()]
+
+
+def test_a_sparse_member_is_never_written_out_at_its_claimed_size(tmp_path):
+    import io
+    import tarfile
+
+    def build(archive):  # type: ignore[no-untyped-def]
+        info = tarfile.TarInfo("usr/lib/libhuge.so")
+        info.pax_headers = {"GNU.sparse.major": "0", "GNU.sparse.minor": "1", "GNU.sparse.name": "usr/lib/libhuge.so",
+                            "GNU.sparse.realsize": str(1 << 30), "GNU.sparse.map": "0,4"}
+        info.size = 4
+        archive.addfile(info, io.BytesIO(b"\x7fELF"))
+
+    from customops.image.layers import keep_layer
+
+    kept = keep_layer(io.BytesIO(raw_layer(build)), tmp_path / "cache")
+    assert sum(p.stat().st_size for p in kept.rglob("*") if p.is_file()) < 1 << 20
+
+
+@pytest.mark.parametrize("config", [{"config": None}, {"config": {"Cmd": "tritonserver"}},
+                                    {"config": {"Env": {"A": "1"}, "Entrypoint": 5}}, {"rootfs": []}])
+def test_a_configuration_of_another_shape_is_read_or_refused_in_one_line(tmp_path, config):
+    layer = images.layer_tar([("file", "etc/os-release", b"ID=x\n", 0o644)])
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    base = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+    layout = images.oci_layout(tmp_path / "layout", [[("file", "etc/os-release", b"ID=x\n", 0o644)]], compress=False)
+    manifest_name = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"].split(":")[1]
+    manifest = json.loads((layout / "blobs/sha256" / manifest_name).read_text())
+    body = json.dumps({**base, **config}).encode()
+    digest = hashlib.sha256(body).hexdigest()
+    (layout / "blobs/sha256" / digest).write_bytes(body)
+    manifest["config"]["digest"] = f"sha256:{digest}"
+    body = json.dumps(manifest).encode()
+    (layout / "blobs/sha256" / hashlib.sha256(body).hexdigest()).write_bytes(body)
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": "sha256:" + hashlib.sha256(body).hexdigest(), "size": len(body)}]}))
+    result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode in (1, 2) and "internal error" not in result.stderr, result.stderr
+    assert result.returncode == 1 or len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def as_umoci(layers: list[list[images.Member]], tmp_path: Path) -> tuple[dict, dict]:
+    """(customops' root, umoci's root) of one layout, each as walk() gives it."""
+    layout = images.oci_layout(tmp_path / "layout", layers)
+    ours = walk(materialize(read_image(parse(f"oci:{layout}")), tmp_path / "cache"))
+    bundle = tmp_path / "bundle"
+    subprocess.run(["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    return ours, walk(bundle / "rootfs")
+
+
+@pytest.mark.parametrize("layers", [
+    pytest.param([[("dir", "opt"), ("dir", "opt/real"), ("symlink", "opt/tritonserver", "real")],
+                  [("file", "opt/tritonserver/version", b"2.60.0\n", 0o644)]], id="a-file-under-a-linked-directory"),
+    pytest.param([[("dir", "etc"), ("file", "etc/a", b"a\n", 0o644)], [("opaque", ""), ("dir", "opt")]],
+                 id="an-opaque-root"),
+    pytest.param([[("dir", "etc"), ("file", "etc/a", b"old\n", 0o644), ("hardlink", "etc/b", "etc/a"),
+                   ("file", "etc/a", b"new\n", 0o644)]], id="a-hard-link-then-its-target-replaced"),
+    pytest.param([[("dir", "etc"), ("file", "etc/x", b"file\n", 0o644), ("dir", "etc/x"),
+                   ("file", "etc/x/y", b"y\n", 0o644)]], id="a-file-then-a-directory-in-one-layer"),
+    pytest.param([[("dir", "etc"), ("file", "etc/a", b"a\n", 0o644), ("symlink", "etc/s", "a"),
+                   ("hardlink", "etc/h", "etc/s")]], id="a-hard-link-to-a-symbolic-link"),
+])
+def test_what_customops_keeps_is_what_umoci_unpacks(layers, tmp_path):
+    ours, theirs = as_umoci(layers, tmp_path)
+    assert {p: v for p, v in ours.items()} == {p: theirs[p] for p in ours if p in theirs}
+    assert set(ours) <= set(theirs) and [p for p in theirs if p.startswith(("etc/", "opt/tritonserver"))
+                                         and theirs[p][0] == "file" and p not in ours] == []

@@ -13,7 +13,7 @@ from typing import IO
 
 from customops.errors import CustomopsError, InputError
 from customops.image.layers import INDEX, _Prefixed, keep_layer
-from customops.image.layout import JSON_LIMIT, Image, _docker_archive, _Files, _oci
+from customops.image.layout import JSON_LIMIT, Image, _docker_archive, _Files, _oci, guarded
 from customops.image.reference import ImageReference, Transport
 
 DOCUMENTS = ("manifest.json", "index.json", "oci-layout", "repositories")
@@ -44,8 +44,8 @@ def read_daemon(ref: ImageReference, cache: Path, platform: str = "linux/amd64")
             raise CustomopsError(f"--image {ref}: `{' '.join(argv)}` failed: {said[-1] if said else 'no message'}")
     files = _Files(ref, documents)
     if "index.json" in documents and "oci-layout" in documents and "manifest.json" not in documents:
-        return _oci(ref, platform, files)
-    return _docker_archive(ref, files)
+        return guarded(ref, lambda: _oci(ref, platform, files))
+    return guarded(ref, lambda: _docker_archive(ref, files))
 
 
 def _stream(stdout: IO[bytes], layers: Path, documents: dict[str, bytes], image: str) -> None:

@@ -28,6 +28,8 @@ ELF_MAGIC = b"\x7fELF"
 SMALL = 1 << 20  # a non-ELF file the check may read (a version file, ld.so.conf, a script) is at most this large
 FILE_LIMIT = 8 << 30  # bytes of one member kept (a framework library is at most a few GB)
 LAYER_LIMIT = 256 << 30  # uncompressed bytes of one layer (a decompression bomb ends here)
+KEPT_LIMIT = 32 << 30  # bytes of contents kept from one layer
+MAX_MEMBERS = 1_000_000  # members of one layer (a real one has a few hundred thousand at most)
 CHUNK = 1 << 20
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -174,17 +176,76 @@ def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: st
     return done
 
 
+class _Budget:
+    """What one layer may cost: its members (an Entry each, in memory and in its index) and the bytes written
+    for the contents kept (a sparse member or a decompression bomb makes a small layer claim far more)."""
+
+    def __init__(self) -> None:
+        self.members = 0
+        self.written = 0
+
+    def member(self, member: tarfile.TarInfo) -> None:
+        self.members += 1
+        if self.members > MAX_MEMBERS:
+            raise ValueError(f"more than {MAX_MEMBERS} members")
+        if member.size > LAYER_LIMIT or member.size < 0:
+            raise ValueError(f"{normalised(member.name) or member.name!r} claims {member.size} bytes")
+
+    def write(self, size: int) -> bool:
+        """Whether `size` more bytes may be written; counted when they may."""
+        if self.written + size > KEPT_LIMIT:
+            return False
+        self.written += size
+        return True
+
+
 def _members(stream: _Hashing, files: Path, keep: tuple[str, ...]) -> list[Entry]:
+    """Every member's entry, in order; the contents kept written as they pass. A member replacing a kept file in
+    the same layer removes it first; a hard link to a file kept in this layer is made at once (in the layer's own
+    directory), so that a later member of the target's name does not change what it names."""
     entries = []
-    with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="strict") as archive:  # type: ignore[call-overload]
-        for member in archive:
+    budget = _Budget()
+    with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8",  # type: ignore[call-overload]
+                      errors="strict") as archive:
+        while (member := archive.next()) is not None:
+            archive.members = []  # stream mode keeps every member otherwise: memory grows with the layer
+            budget.member(member)
             entry = _entry(member)
             if entry is None:
                 continue
+            _replaced(files, entry)
             if entry.kind == "file":
-                entry = _kept(archive, member, entry, files, keep)
+                entry = _kept(archive, member, entry, files, keep, budget)
+            elif entry.kind == "hardlink":
+                entry = _linked(files, entry)
             entries.append(entry)
     return entries
+
+
+def _replaced(files: Path, entry: Entry) -> None:
+    """A member of a path this layer kept a file at before replaces it (a directory, a link, another file)."""
+    if entry.kind in ("whiteout", "opaque"):
+        return
+    dest = files / entry.path
+    if dest.is_file() and not dest.is_symlink():
+        dest.unlink()
+
+
+def _linked(files: Path, entry: Entry) -> Entry:
+    """A hard link whose target this layer kept: the same content, linked now (a later member of the target's
+    name replaces the target, not what the link names)."""
+    source = files / entry.link
+    if not source.is_file() or source.is_symlink():
+        return entry  # a target of a lower layer: the layers' merge gives it
+    dest = files / entry.path
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if dest.is_file() and not dest.is_symlink():
+            dest.unlink()
+        os.link(source, dest)
+    except OSError:
+        return entry
+    return Entry(entry.path, "file", source.stat().st_mode & 0o777, source.stat().st_size, kept=True)
 
 
 def _entry(member: tarfile.TarInfo) -> Entry | None:
@@ -196,6 +257,8 @@ def _entry(member: tarfile.TarInfo) -> Entry | None:
     if base == OPAQUE:
         return Entry(parent, "opaque")
     if base.startswith(WHITEOUT):
+        if base == WHITEOUT:
+            raise ValueError(f"{path!r}: a whiteout that names nothing")
         return Entry(posixpath.join(parent, base[len(WHITEOUT):]), "whiteout")
     mode = member.mode & 0o777
     if member.isdir():
@@ -211,12 +274,13 @@ def _entry(member: tarfile.TarInfo) -> Entry | None:
 
 
 def _kept(archive: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, files: Path,
-          keep: tuple[str, ...]) -> Entry:
+          keep: tuple[str, ...], budget: _Budget) -> Entry:
     source = archive.extractfile(member)
     if source is None:
         return entry
     head = source.read(4)
-    if not wanted(entry.path, head, member.size, keep) or member.size > FILE_LIMIT:
+    if not wanted(entry.path, head, member.size, keep) or member.size > FILE_LIMIT or member.issparse() \
+            or not budget.write(member.size):
         return entry
     dest = files / entry.path
     try:  # only plain directories of its own in the layer's directory: nothing is created through a link
@@ -227,6 +291,6 @@ def _kept(archive: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, files
         with os.fdopen(os.open(dest, flags, 0o755 if entry.mode & 0o111 else 0o644), "wb") as out:
             out.write(head)
             shutil.copyfileobj(source, out, CHUNK)
-    except (IsADirectoryError, NotADirectoryError, FileExistsError):
+    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError):
         return entry  # a name that is both a directory and a file in one layer: not kept
     return Entry(entry.path, entry.kind, entry.mode, entry.size, kept=True)

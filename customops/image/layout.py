@@ -42,10 +42,17 @@ class Image:
     layers: tuple[Layer, ...]
 
     @property
+    def settings(self) -> dict[str, Any]:
+        """The configuration's `config` object (Env, Entrypoint, Cmd, WorkingDir); empty when it is not one."""
+        found = self.config.get("config")
+        return found if isinstance(found, dict) else {}
+
+    @property
     def environment(self) -> dict[str, str]:
         """The configuration's Env, as the runtimes give it to the entrypoint."""
         found = {}
-        for entry in self.config.get("config", {}).get("Env") or []:
+        listed = self.settings.get("Env")
+        for entry in listed if isinstance(listed, list) else []:
             if isinstance(entry, str) and "=" in entry:
                 name, value = entry.split("=", 1)
                 found[name] = value
@@ -56,8 +63,8 @@ class Image:
     def server_args(self) -> tuple[str, ...] | None:
         """The arguments its Entrypoint and Cmd give `tritonserver` (through an entrypoint script that execs its
         arguments, as NVIDIA's does), or None where they do not start it."""
-        settings = self.config.get("config") or {}
-        argv = [a for a in (settings.get("Entrypoint") or []) + (settings.get("Cmd") or []) if isinstance(a, str)]
+        argv = [a for key in ("Entrypoint", "Cmd") if isinstance(self.settings.get(key), list)
+                for a in self.settings[key] if isinstance(a, str)]
         at = next((i for i, a in enumerate(argv) if os.path.basename(a) == "tritonserver"), None)
         return None if at is None else tuple(argv[at + 1:])
 
@@ -77,11 +84,17 @@ class Image:
 
 def read_image(ref: ImageReference, platform: str = "linux/amd64") -> Image:
     """The image `ref` names; InputError (exit 2) naming the image and the reason when it cannot be read."""
+    return guarded(ref, lambda: _docker_archive(ref) if ref.transport is Transport.DOCKER_ARCHIVE
+                   else _oci(ref, platform))
+
+
+def guarded(ref: ImageReference, read: Callable[[], Image]) -> Image:
+    """`read()`, whose JSON documents may have any shape: what does not have the one the specification gives is
+    one InputError naming the image (a manifest whose layers are not a list, a digest that is not a string)."""
     try:
-        if ref.transport is Transport.DOCKER_ARCHIVE:
-            return _docker_archive(ref)
-        return _oci(ref, platform)
-    except (OSError, tarfile.TarError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        return read()
+    except (OSError, tarfile.TarError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+            RecursionError) as exc:
         raise InputError(str(ref), f"not a readable image: {type(exc).__name__}: {exc}") from None
 
 
@@ -131,7 +144,10 @@ def _config(files: _Files, name: str, digest: str) -> tuple[dict[str, Any], list
     config = files.json(name, digest)
     if not isinstance(config, dict):
         raise InputError(str(files.ref), "its configuration is not a JSON object")
-    diff_ids = config.get("rootfs", {}).get("diff_ids") or []
+    rootfs = config.get("rootfs")
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if not isinstance(diff_ids, list):
+        raise InputError(str(files.ref), "its configuration has no rootfs.diff_ids list")
     if not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in diff_ids):
         raise InputError(str(files.ref), "its configuration's rootfs.diff_ids are not sha256 digests")
     return config, diff_ids
