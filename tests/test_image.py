@@ -458,3 +458,49 @@ def test_what_customops_keeps_is_what_umoci_unpacks(layers, tmp_path):
     assert {p: v for p, v in ours.items()} == {p: theirs[p] for p in ours if p in theirs}
     assert set(ours) <= set(theirs) and [p for p in theirs if p.startswith(("etc/", "opt/tritonserver"))
                                          and theirs[p][0] == "file" and p not in ours] == []
+
+
+ENTRYPOINT = b"""#!/bin/bash
+# what an image's entrypoint may do before it execs the server
+set -e
+export EXTRA=/opt/extra
+export LD_LIBRARY_PATH="${EXTRA}/lib:${LD_LIBRARY_PATH}"
+if [ -d /opt/never ]; then
+  export LD_PRELOAD=/opt/never/libnever.so
+fi
+exec "$@"
+"""
+
+
+def test_the_entrypoint_scripts_exports_are_the_servers_environment(container, tmp_path):
+    """The script's top-level export is applied as the real shell applies it (run here with the image's Env, execing
+    `env`); the conditional LD_PRELOAD is not guessed but said in a note."""
+    extra, op = op_library_needing(container, tmp_path)
+    layers = [*changes(container)[:1], [("dir", "opt/extra"), ("dir", "opt/extra/lib"),
+                                         ("file", "opt/extra/lib/libextra.so", extra, 0o755),
+                                         ("dir", "opt/nvidia"),
+                                         ("file", "opt/nvidia/nvidia_entrypoint.sh", ENTRYPOINT, 0o755)]]
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/usr/local/lib"}
+    layout = images.oci_layout(tmp_path / "layout", layers, env=env, cmd=["tritonserver", "--model-repository=/models"])
+    image = read_image(parse(f"oci:{layout}"))
+    script = materialize(image, tmp_path / "cache") / "opt/nvidia/nvidia_entrypoint.sh"
+    shell = subprocess.run(["bash", str(script), "env"], capture_output=True, text=True, env=env, check=True)
+    real = dict(line.split("=", 1) for line in shell.stdout.splitlines() if "=" in line)
+    from customops.image.entrypoint import effect
+
+    started = effect(str(script.parents[2]), image.settings["Entrypoint"], image.environment)
+    assert started.environment["LD_LIBRARY_PATH"] == real["LD_LIBRARY_PATH"] == "/opt/extra/lib:/usr/local/lib"
+    assert "LD_PRELOAD" not in started.environment
+    assert started.notes == ["the entrypoint script /opt/nvidia/nvidia_entrypoint.sh may set LD_PRELOAD (line 7, "
+                             "under a condition or in a function): not modelled"]
+    repo = tmp_path / "models"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "ops").mkdir()
+    shutil.copy(op, repo / "m" / "ops" / op.name)
+    (repo / "m" / "config.pbtxt").write_text(
+        f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "/models/m/ops/{op.name}" }}\n')
+    out = customops("check", str(repo), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
+                    str(tmp_path / "cache"))
+    report = json.loads(out.stdout)
+    assert not [f for f in report["findings"] if f["code"] == "CO302"], report["findings"]
+    assert started.notes[0] in report["notes"]

@@ -65,7 +65,7 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
                            inherited=inherited,
                            server_plugins=request.server_plugins or (),
                            auto_complete=request.auto_complete, model_namespacing=request.model_namespacing)
-    result.notes[:0] = [*notes, *request.server_notes]
+    result.notes[:0] = [*notes, *container.notes, *request.server_notes]
     result.manifest = manifest.path
     result.profile = os.path.abspath(profile) if profile else None
     exit_code = 1 if any(f.level >= fail_on for f in result.findings) else 0

@@ -105,12 +105,18 @@ def image_container(text: str, backend_directory: str, reader: ElfReader,
                     cache_dir: str | os.PathLike[str] | None) -> Container:
     """The container an image is: its layers applied into a root in customops' cache, named by the image and its
     configuration's digest, with its Env and the server command line its Entrypoint and Cmd give."""
+    from customops.image.entrypoint import effect
+
     image, root = image_root(text, cache_dir)
     container = from_root(str(root), backend_directory, reader)
     args = image.server_args
+    entry = image.settings.get("Entrypoint")
+    started = effect(str(root), [a for a in entry if isinstance(a, str)] if isinstance(entry, list) else [],
+                     image.environment) if args is not None else None  # what its script does, where it starts it
     return replace(container, image=f"{image.reference} ({image.config_digest[:19]})",
-                   environment=tuple(sorted(image.environment.items())),
-                   server_args=args if args is not None else container.server_args)
+                   environment=tuple(sorted((started.environment if started else image.environment).items())),
+                   server_args=args if args is not None else container.server_args,
+                   notes=tuple(started.notes) if started else ())
 
 
 def baked_repositories(text: str, cache_dir: str | os.PathLike[str] | None) -> list[str]:

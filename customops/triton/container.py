@@ -80,6 +80,7 @@ class Container:
     server_args: tuple[str, ...] = field(default=())
     image: str | None = None  # a profile's: the image it was made from (profile create --image); --image's
     environment: tuple[tuple[str, str], ...] = ()  # --image: the configuration's Env (the server inherits it)
+    notes: tuple[str, ...] = ()  # --image: what its entrypoint may do that is not modelled
 
 
 def layout_only(root: str, backend_dir: str = DEFAULT_BACKEND_DIR) -> Container:
