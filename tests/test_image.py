@@ -168,18 +168,23 @@ def op_library_needing(root_tree: Path, work: Path) -> tuple[Path, Path]:
     return extra, op
 
 
+def onnxruntime_repository(repo: Path, op: Path) -> Path:
+    """A repository of one ONNX Runtime model, `m`, whose op library is `op` (at /models/m/ops/ when mounted)."""
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "ops").mkdir()
+    shutil.copy(op, repo / "m" / "ops" / op.name)
+    (repo / "m" / "config.pbtxt").write_text(
+        f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "/models/m/ops/{op.name}" }}\n')
+    return repo
+
+
 def test_the_images_ld_library_path_finds_what_only_it_names(container, tmp_path):
     extra, op = op_library_needing(container, tmp_path)
     layers = [*changes(container)[:1], [("dir", "opt/extra"), ("dir", "opt/extra/lib"),
                                          ("file", "opt/extra/lib/libextra.so", extra, 0o755)]]
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/extra/lib"}
     layout = images.oci_layout(tmp_path / "layout", layers, env=env)
-    repo = tmp_path / "models"
-    (repo / "m" / "1").mkdir(parents=True)
-    (repo / "m" / "ops").mkdir()
-    shutil.copy(op, repo / "m" / "ops" / op.name)
-    (repo / "m" / "config.pbtxt").write_text(
-        f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "/models/m/ops/{op.name}" }}\n')
+    repo = onnxruntime_repository(tmp_path / "models", op)
     out = subprocess.run([sys.executable, "-m", "customops", "check", str(repo), "--image", f"oci:{layout}",
                           "--format", "json", "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -493,12 +498,7 @@ def test_the_entrypoint_scripts_exports_are_the_servers_environment(container, t
     assert "LD_PRELOAD" not in started.environment
     assert started.notes == ["the entrypoint script /opt/nvidia/nvidia_entrypoint.sh may set LD_PRELOAD (line 7, "
                              "under a condition or in a function): not modelled"]
-    repo = tmp_path / "models"
-    (repo / "m" / "1").mkdir(parents=True)
-    (repo / "m" / "ops").mkdir()
-    shutil.copy(op, repo / "m" / "ops" / op.name)
-    (repo / "m" / "config.pbtxt").write_text(
-        f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "/models/m/ops/{op.name}" }}\n')
+    repo = onnxruntime_repository(tmp_path / "models", op)
     out = customops("check", str(repo), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
                     str(tmp_path / "cache"))
     report = json.loads(out.stdout)
