@@ -32,6 +32,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   [ -e "$(g++ -print-file-name=libprotobuf.so)" ] || missing+=(libprotobuf-dev)
   # umoci: the oracle for how an image's layers apply (tests/test_image.py; skipped without it)
   command -v umoci >/dev/null || missing+=(umoci)
+  # zstd: compresses the zstd layers and archives the image tests read (another implementation than customops')
+  command -v zstd >/dev/null || missing+=(zstd)
   # the interpreter's shared library (tests preload it into a server), which Debian ships as libpython3.X
   libpython=$("$python" -c 'import sysconfig as s, os
 d, n = s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME") or ""

@@ -66,7 +66,7 @@ def check_request(command: CheckCommand) -> CheckRequest:
         from customops.cachedir import default_cache_dir
 
         named = baked_repositories(command.container.image, None if not command.use_cache
-                                   else command.cache_dir or default_cache_dir())
+                                   else command.cache_dir or default_cache_dir(), command.container.platform)
     elif not named and command.server is None:
         from customops.triton.discovery import find_model_repositories
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from customops import chroot
 from customops.app.shown import shown
 from customops.errors import CustomopsError, InputError, printable
+from customops.image.reference import DEFAULT_PLATFORM
 from customops.triton.container import Container, from_release, from_root, read_profile
 from customops.triton.manifest import Manifest, checkout_root, discover
 from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
@@ -18,6 +19,7 @@ from customops.triton.serverargs import DEFAULT_BACKEND_DIRECTORY
 if TYPE_CHECKING:
     from customops.elf.cache import ElfReader
     from customops.image.layout import Image
+    from customops.image.opened import Opened
 
 PROFILE_NAME = "customops-profile.json"
 TRITON_HOME = "/opt/tritonserver"  # the NGC images' Triton: its presence means "checking from inside"
@@ -34,6 +36,7 @@ class ContainerChoice:
     release: str | None = None
     backend_directory: str = DEFAULT_BACKEND_DIRECTORY
     image: str | None = None  # --image REF
+    platform: str = DEFAULT_PLATFORM  # --platform: of an image's multi-platform index
 
     @property
     def named(self) -> bool:
@@ -76,38 +79,43 @@ def read_container(choice: ContainerChoice, profile: str | None, reader: ElfRead
     if choice.release:
         return from_release(choice.release)
     if choice.image:
-        return image_container(choice.image, choice.backend_directory, reader, cache_dir)
+        return image_container(choice.image, choice.backend_directory, reader, cache_dir, choice.platform)
     return from_root(choice.root or "/", choice.backend_directory, reader)
 
 
-def image_root(text: str, cache_dir: str | os.PathLike[str] | None) -> tuple[Image, Path]:
-    """The image `text` names and its root in customops' cache (one of its own that goes at exit with --no-cache)."""
+_OPENED: dict[tuple[str, str | None, str], Opened] = {}  # per run: a pipe can be read once
+
+
+def image_root(text: str, cache_dir: str | os.PathLike[str] | None, platform: str = DEFAULT_PLATFORM,
+               repositories: bool = False) -> tuple[Image, Path]:
+    """The image `text` names and its root in customops' cache (one of its own that goes at exit with --no-cache),
+    with the model repositories its command line names where `repositories` asks; read once per run."""
     import atexit
     import shutil
     import tempfile
 
     from customops.cachedir import trusted_root
-    from customops.image.daemon import read_daemon
-    from customops.image.layout import read_image
+    from customops.image.opened import open_image, root_of
     from customops.image.reference import parse
-    from customops.image.root import materialize
 
-    ref = parse(text)
-    cache = trusted_root(os.fspath(cache_dir)) if cache_dir is not None else None
-    if cache is None:
-        cache = Path(tempfile.mkdtemp(prefix="customops-image-"))
-        atexit.register(shutil.rmtree, cache, ignore_errors=True)
-    image = read_daemon(ref, cache / "images") if ref.transport.streamed else read_image(ref)
-    return image, materialize(image, cache / "images", repositories=not ref.transport.streamed)
+    key = (text, None if cache_dir is None else os.fspath(cache_dir), platform)
+    if key not in _OPENED:
+        cache = trusted_root(os.fspath(cache_dir)) if cache_dir is not None else None
+        if cache is None:
+            cache = Path(tempfile.mkdtemp(prefix="customops-image-"))
+            atexit.register(shutil.rmtree, cache, ignore_errors=True)
+        _OPENED[key] = open_image(parse(text), cache / "images", platform)
+    _OPENED[key], root = root_of(_OPENED[key], repositories)
+    return _OPENED[key].image, root
 
 
 def image_container(text: str, backend_directory: str, reader: ElfReader,
-                    cache_dir: str | os.PathLike[str] | None) -> Container:
+                    cache_dir: str | os.PathLike[str] | None, platform: str = DEFAULT_PLATFORM) -> Container:
     """The container an image is: its layers applied into a root in customops' cache, named by the image and its
     configuration's digest, with its Env and the server command line its Entrypoint and Cmd give."""
     from customops.image.entrypoint import effect
 
-    image, root = image_root(text, cache_dir)
+    image, root = image_root(text, cache_dir, platform)
     container = from_root(str(root), backend_directory, reader)
     args = image.server_args
     entry = image.settings.get("Entrypoint")
@@ -119,11 +127,12 @@ def image_container(text: str, backend_directory: str, reader: ElfReader,
                    notes=tuple(started.notes) if started else ())
 
 
-def baked_repositories(text: str, cache_dir: str | os.PathLike[str] | None) -> list[str]:
+def baked_repositories(text: str, cache_dir: str | os.PathLike[str] | None,
+                       platform: str = DEFAULT_PLATFORM) -> list[str]:
     """The model repositories inside the image that its command line names (`--model-repository=/models`), as
     directories of its root in the cache (resolved inside the root: a link there never leads out of it); a usage
     error when there is none."""
-    image, root = image_root(text, cache_dir)
+    image, root = image_root(text, cache_dir, platform, repositories=True)
     found = [resolved[1] for path in image.repositories
              if (resolved := chroot.resolve(str(root), (), "/" + path)) and os.path.isdir(resolved[1])]
     if not found:

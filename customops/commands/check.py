@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from customops.errors import CustomopsError, InputError, printable
+from customops.image.reference import DEFAULT_PLATFORM
 from customops.outputs import remove_stale, write_file
 from customops.report.formats import FORMATS
 
@@ -36,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
     where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
                        "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
+    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+                   help="with --image: the image of a multi-platform index to check (default: %(default)s)")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
                    help="the server's --backend-directory, inside the container (default: %(default)s)")
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
@@ -120,7 +123,7 @@ def check_command(args: argparse.Namespace) -> CheckCommand:
     wanted = [(args.format, args.output), *((name, path) for name, path in side_files if path)]
     return CheckCommand(
         tuple(args.repositories), ContainerChoice(args.container_root, args.profile, args.triton_release,
-                                                  args.backend_directory, args.image),
+                                                  args.backend_directory, args.image, args.platform),
         more_repositories=tuple(args.more_repositories), server=None if server is None else tuple(server),
         manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
         load_model=tuple(args.load_model) if args.load_model is not None else None,

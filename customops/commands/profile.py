@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from customops.errors import CustomopsError, printable
+from customops.image.reference import DEFAULT_PLATFORM
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "oci:DIR[:TAG], oci-archive:FILE[:TAG]); or, with --container-root or inside the image, "
                              "only its name as you pull it (nvcr.io/nvidia/tritonserver:24.12-py3): recorded, and "
                              "named by every check against the profile")
+    create.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+                        help="with --image: the image of a multi-platform index to profile (default: %(default)s)")
     create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
                         help="the server's arguments, recorded: a check against the profile reads its backend "
                              "directory, config name, models to load, auto-complete setting and TensorRT plugins "
@@ -50,11 +53,13 @@ def run(args: argparse.Namespace) -> int:
     with progress.shown(f"profiling {image or args.container_root or '/'}"):
         progress.stage("reading its facts")
         if image:
-            container = image_container(image, backend_directory, reader, args.cache_dir or default_cache_dir())
+            container = image_container(image, backend_directory, reader, args.cache_dir or default_cache_dir(),
+                                        args.platform)
         else:
             container = from_root(args.container_root or "/", backend_directory, reader)
         progress.stage("recording its libraries")
-        write_profile(container, args.output, tuple(args.server_args), container.image or args.image)
+        server_args = tuple(args.server_args) or (container.server_args if image else ())  # else its Cmd's
+        write_profile(container, args.output, server_args, container.image or args.image)
     print(f"wrote {args.output}")
     return 0
 

@@ -10,16 +10,20 @@ text, a device node or a FIFO are recorded as what they are and never written; c
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import json
+import lzma
 import os
 import posixpath
 import shutil
 import tarfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
+
+import zstandard
 
 from customops.errors import InputError
 from customops.image.layout import Layer
@@ -31,6 +35,8 @@ LAYER_LIMIT = 256 << 30  # uncompressed bytes of one layer (a decompression bomb
 KEPT_LIMIT = 32 << 30  # bytes of contents kept from one layer
 MAX_MEMBERS = 1_000_000  # members of one layer (a real one has a few hundred thousand at most)
 CHUNK = 1 << 20
+# what a blob that is not the compressed tar it claims to be raises as it is read
+UNREADABLE = (OSError, EOFError, tarfile.TarError, ValueError, UnicodeError, lzma.LZMAError, zstandard.ZstdError)
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 INDEX = "index.json"
@@ -97,13 +103,20 @@ class _Hashing:
         return "sha256:" + self.digest.hexdigest()
 
 
-def _decompressed(blob: _Hashing) -> IO[bytes]:
-    """The tar inside a layer blob: gzip by its magic bytes, else as it is (zstd is not read yet)."""
-    head = blob.read(4)
+def decompressed(stream: _Hashing | IO[bytes]) -> IO[bytes]:
+    """What a blob holds, decompressed as it is read, by its magic bytes: gzip, zstd (every frame: a layer written
+    in chunks has several), xz, bzip2, else the bytes as they are. Also an archive's (`docker save | zstd`)."""
+    head = stream.read(6)
+    rest = cast(IO[bytes], _Prefixed(head, stream))
+    if head[:2] == b"\x1f\x8b":
+        return cast(IO[bytes], gzip.GzipFile(fileobj=rest, mode="rb"))
     if head[:4] == b"\x28\xb5\x2f\xfd":
-        raise ValueError("a zstd-compressed layer (not supported yet: docker save, or gzip layers)")
-    stream = _Prefixed(head, blob)
-    return gzip.GzipFile(fileobj=stream, mode="rb") if head[:2] == b"\x1f\x8b" else stream  # type: ignore[call-overload, return-value]
+        return zstandard.ZstdDecompressor().stream_reader(rest, read_across_frames=True)
+    if head[:6] == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(rest)
+    if head[:3] == b"BZh":
+        return bz2.BZ2File(rest)
+    return rest
 
 
 class _Prefixed:
@@ -123,6 +136,7 @@ class _Prefixed:
 
 
 DIFF_ID = "diff_id"
+
 
 
 def kept_name(hexdigest: str, keep: tuple[str, ...]) -> str:
@@ -157,7 +171,7 @@ def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: st
     (staging / FILES).mkdir(parents=True, mode=0o700)
     try:
         blob = _Hashing(raw)
-        tar_stream = _Hashing(_decompressed(blob), LAYER_LIMIT)
+        tar_stream = _Hashing(decompressed(blob), LAYER_LIMIT)
         entries = _members(tar_stream, staging / FILES, keep)
         tar_stream.drain()
         blob.drain()
@@ -170,7 +184,7 @@ def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: st
             staging.rename(done)
         except OSError:  # another check kept it first
             shutil.rmtree(staging, ignore_errors=True)
-    except (OSError, EOFError, tarfile.TarError, ValueError, gzip.BadGzipFile, UnicodeError) as exc:
+    except UNREADABLE as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise InputError(image, f"layer {digest or '(streamed)'}: {exc}") from None
     return done

@@ -7,11 +7,17 @@ file `docker-archive:` (or `oci-archive:` when it holds `oci-layout`)."""
 from __future__ import annotations
 
 import os
-import tarfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError
 from customops.textenum import TextEnum
+
+if TYPE_CHECKING:
+    from tarfile import TarFile, TarInfo
+
+
+DEFAULT_PLATFORM = "linux/amd64"  # of a multi-platform index, unless --platform names another
 
 
 class Transport(TextEnum):
@@ -70,6 +76,10 @@ def _split(rest: str, kind: Transport) -> tuple[str, str]:
 
 
 def _holds_layout(path: str) -> bool:
+    import tarfile
+
+    if not os.path.isfile(path):
+        return False  # a pipe is read once, as an archive: never looked into here
     try:
         with tarfile.open(path, "r:") as archive:
             return any(m.name.lstrip("./") == "oci-layout" for m in _first(archive, 64))
@@ -77,7 +87,7 @@ def _holds_layout(path: str) -> bool:
         return False
 
 
-def _first(archive: tarfile.TarFile, count: int) -> list[tarfile.TarInfo]:
+def _first(archive: TarFile, count: int) -> list[TarInfo]:
     found = []
     for member in archive:
         found.append(member)

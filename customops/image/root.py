@@ -21,11 +21,15 @@ COMPLETE = "complete"
 UNMADE = (OSError, ValueError)  # a name too long, a NUL in a link's target: left out, as the image cannot have it
 
 
-def materialize(image: Image, cache: Path, repositories: bool = True) -> Path:
-    """The image's root in `cache` (built unless an earlier check built it): its layers read as needed, with the
-    model repositories its command line names (unless `repositories` is False: a daemon's stream, whose layers
-    passed before its configuration said which)."""
-    keep = tuple(f"{path}/" for path in image.repositories) if repositories else ()
+def repository_keep(image: Image) -> tuple[str, ...]:
+    """What a layer keeps beyond the defaults for the model repositories the image's command line names."""
+    return tuple(f"{path}/" for path in image.repositories)
+
+
+def materialize(image: Image, cache: Path, keep: tuple[str, ...] = ()) -> Path:
+    """The image's root in `cache` (built unless an earlier check built it): its layers read as needed, each
+    keeping `keep` (repository_keep, or nothing: a stream whose layers passed before its configuration said
+    which repositories it has)."""
     root_dir = cache / "roots" / kept_name(image.config_digest.split(":", 1)[1], keep)
     if (root_dir / COMPLETE).is_file():
         return root_dir / "root"

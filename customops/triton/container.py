@@ -315,4 +315,5 @@ def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Contain
         "loading and symbol resolution (this profile holds the container's facts but not its libraries)",)
     target = target_for_root(skeleton) if skeleton else None
     return Container(ContainerFacts(**facts), target, data.get("backend_dir", DEFAULT_BACKEND_DIR),
-                     data.get("server"), tuple(data.get("server_args", ())), data.get("image"))
+                     data.get("server"), tuple(data.get("server_args", ())), data.get("image"),
+                     environment=tuple(sorted(data.get("environment", {}).items())))

@@ -22,6 +22,7 @@ import base64
 import json
 import os
 import posixpath
+import re
 import stat
 import struct
 import zlib
@@ -42,9 +43,10 @@ from customops.elf.constants import (
 )
 from customops.elf.header import program_headers, read_header
 from customops.elf.ranges import loader_ranges
-from customops.errors import ElfError, InputError
+from customops.errors import CustomopsError, ElfError, InputError
 from customops.frameworks import PYTHON
-from customops.triton.profile_schema import SMALL_FILE_LIMIT, Validator
+from customops.triton.manifest import CONTROL
+from customops.triton.profile_schema import ENVIRONMENT_KEYS, SMALL_FILE_LIMIT, Validator
 
 PROFILE_SCHEMA = schemas.PROFILE
 EXTRA_DIRS = ("/opt/tritonserver", "/lib64")
@@ -60,7 +62,8 @@ def create(container, server_args: tuple[str, ...] = (), image: str | None = Non
     reference of the image it was made from, as the user names it (nothing inside an image says it)."""
     target = container.target
     root = target.root.rstrip("/") if not target.is_live else ""
-    dirs = set(target.system_dirs) | set(EXTRA_DIRS) | set(target.conf_dirs)
+    environment = _loader_environment(container.environment)
+    dirs = set(target.system_dirs) | set(EXTRA_DIRS) | set(target.conf_dirs) | _searched(environment)
     if target.cache is not None:
         dirs |= {os.path.dirname(e.path) for e in target.cache.entries}
     files: dict[str, dict] = {}
@@ -95,6 +98,7 @@ def create(container, server_args: tuple[str, ...] = (), image: str | None = Non
         "backend_dir": container.backend_dir,
         "server": container.server,
         "server_args": list(server_args),
+        **({"environment": environment} if environment else {}),
         "target": {"system_dirs": list(target.system_dirs), "lib_token": target.lib_token,
                    "platform": target.platform},
         "directories": sorted(directories),
@@ -102,6 +106,23 @@ def create(container, server_args: tuple[str, ...] = (), image: str | None = Non
         "files": dict(sorted(files.items())),
         "ld_so_cache": cache,
     }
+
+
+def _loader_environment(environment: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The loader variables of the image a profile is made from (its Env, its entrypoint's exports): a check
+    against the profile searches what the server in that image searches."""
+    found = {name: value for name, value in environment if name in ENVIRONMENT_KEYS}
+    for name, value in found.items():
+        if CONTROL.search(value):
+            raise CustomopsError(f"the image's {name} contains a control character: not recorded in a profile")
+    return found
+
+
+def _searched(environment: dict[str, str]) -> set[str]:
+    """The directories the loader variables name (absolute, without a $ token): recorded as the system ones are."""
+    entries = re.split("[: ]", environment.get("LD_LIBRARY_PATH", ""))
+    entries += [posixpath.dirname(p) for p in re.split("[: ]", environment.get("LD_PRELOAD", ""))]
+    return {e for e in entries if e.startswith("/") and "$" not in e}
 
 
 def _real_directory(root: str, top: str, links: dict[str, str]) -> str | None:
