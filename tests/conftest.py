@@ -91,11 +91,11 @@ ORACLE_SUITES = frozenset({
     "test_published_tensorflow_libraries", "test_probe", "test_probe_batch", "test_torch_duplicate_registrations",
     "test_check_tensorrt_probe", "test_probe_tensorrt", "test_probe_tensorrt_real", "test_probe_tensorrt_published",
     "test_version_nodes", "test_linker_constructors", "test_protobuf_pools", "test_registrations_in_the_image",
-    "test_probe_in_the_container", "test_tensorflow_unregistered_ops", "test_image",
+    "test_probe_in_the_container", "test_tensorflow_unregistered_ops", "test_image", "test_image_streams",
 })
 SLOW_SUITES = frozenset({
     "test_attacks_probe", "test_attacks_cache", "test_attacks_round2", "test_attacks_profile", "test_hostile_cli",
-    "test_attacks_output", "test_attacks_review", "test_attacks_paths", "test_bad_input",
+    "test_attacks_output", "test_attacks_review", "test_attacks_paths", "test_attacks_image", "test_bad_input",
     "test_check_and_launch_agree", "test_launch_habits",
     "test_sarif_github_rules", "test_deployment_files", "test_documented_install", "test_sdist", "test_wheel_install",
     "test_oldest_dependencies", "test_fresh_clone", "test_fresh_machine", "test_benchmark_smoke",

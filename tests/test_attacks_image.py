@@ -153,3 +153,69 @@ def test_a_configuration_of_another_shape_is_read_or_refused_in_one_line(tmp_pat
     result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
     assert result.returncode in (1, 2) and "internal error" not in result.stderr, result.stderr
     assert result.returncode == 1 or len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_a_zstd_layer_that_is_not_zstd_after_its_magic_is_refused_in_one_line(tmp_path):
+    layout = images.oci_layout(tmp_path / "layout", [[("file", "etc/os-release", b"ID=test\n", 0o644)]],
+                               compress=False)
+    blob = next(p for p in (layout / "blobs/sha256").iterdir() if p.read_bytes()[:1] != b"{")
+    lying = b"\x28\xb5\x2f\xfd" + os.urandom(64)
+    blob.write_bytes(lying)  # read as zstd, by its magic, before its digest is known to be wrong
+    result = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1, result
+    assert str(layout) in result.stderr and "layer sha256:" in result.stderr
+
+
+def test_a_zstd_bomb_ends_the_read_at_the_layer_limit(tmp_path, monkeypatch):
+    """A small zstd layer that expands beyond what a layer may hold (here a limit of 1 MB, for speed: the real one
+    is 256 GB) is refused as it expands, and nothing of it is kept."""
+    import io
+
+    from customops.errors import InputError
+    from customops.image import layers
+
+    monkeypatch.setattr(layers, "LAYER_LIMIT", 1 << 20)
+    bomb = images.zstd_frames(images.layer_tar([("file", f"usr/zeros{n}", b"\0" * (512 << 10), 0o644)
+                                                for n in range(16)]))
+    assert len(bomb) < 4096
+    with pytest.raises(InputError, match="more than 1 MB uncompressed"):
+        layers.keep_layer(io.BytesIO(bomb), tmp_path / "cache")
+    assert not list((tmp_path / "cache").iterdir())
+
+
+def test_a_stream_holding_more_json_than_an_image_has_is_refused(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    from customops.errors import InputError
+    from customops.image import stream
+
+    monkeypatch.setattr(stream, "DOCUMENTS_LIMIT", 4096)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for n in range(8):
+            body = json.dumps({"pad": "x" * 1000}).encode()
+            info = tarfile.TarInfo(f"doc{n}.json")
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    out.seek(0)
+    with pytest.raises(InputError, match="more JSON than an image"):
+        stream.layers_and_documents(out, tmp_path / "layers", "the image")
+
+
+@pytest.mark.parametrize("cut", ["plain", "gzip"])
+def test_a_piped_archive_that_ends_early_is_refused_in_one_line(tmp_path, cut):
+    import subprocess
+    import sys
+
+    from image_tools import ROOT
+
+    archive = images.docker_archive(tmp_path / "image.tar", [[("file", "etc/os-release", b"ID=x\n" * 5000, 0o644)]])
+    data = archive.read_bytes() if cut == "plain" else gzip.compress(archive.read_bytes())
+    result = subprocess.run([sys.executable, "-m", "customops", "check", str(EXAMPLE), "--image",
+                             "docker-archive:/dev/stdin", "--cache-dir", str(tmp_path / "cache")],
+                            input=data[:len(data) // 2], capture_output=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 2 and result.stdout == b"", result
+    (line,) = result.stderr.decode().splitlines()
+    assert "docker-archive:/dev/stdin" in line

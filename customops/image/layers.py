@@ -92,7 +92,7 @@ class _Hashing:
         self.digest.update(data)
         self.count += len(data)
         if self.limit is not None and self.count > self.limit:
-            raise ValueError(f"more than {self.limit >> 30} GB uncompressed")
+            raise ValueError(f"more than {self.limit >> 20} MB uncompressed")
         return data
 
     def drain(self) -> None:
