@@ -92,6 +92,7 @@ ORACLE_SUITES = frozenset({
     "test_check_tensorrt_probe", "test_probe_tensorrt", "test_probe_tensorrt_real", "test_probe_tensorrt_published",
     "test_version_nodes", "test_linker_constructors", "test_protobuf_pools", "test_registrations_in_the_image",
     "test_probe_in_the_container", "test_tensorflow_unregistered_ops", "test_image", "test_image_streams",
+    "test_launch_image",
 })
 SLOW_SUITES = frozenset({
     "test_attacks_probe", "test_attacks_cache", "test_attacks_round2", "test_attacks_profile", "test_hostile_cli",

@@ -76,9 +76,11 @@ class Launch:
 def prepare(server_argv: list[str], container_root: str = "/", manifest_path: str | None = None,
             fail_on: Severity | None = None, run_the_check: bool = True, existing_preload: str = "last",
             environ: dict[str, str] | None = None, mounts: tuple[tuple[str, str], ...] = (),
-            probe: Callable[[Container], ProbeSettings] | None = None, reader: ElfReader | None = None) -> Launch:
+            probe: Callable[[Container], ProbeSettings] | None = None, reader: ElfReader | None = None,
+            container: Container | None = None) -> Launch:
     """`probe`: the probe settings for the container, when the check should also probe (check --probe);
-    `reader`: the run's ELF reader (its cache, or none with --no-cache)."""
+    `reader`: the run's ELF reader (its cache, or none with --no-cache); `container`: the one `container_root`
+    holds, where it is read already (an image's, with its environment)."""
     from customops.app.check import run_check
     from customops.triton.container import from_root
 
@@ -87,7 +89,7 @@ def prepare(server_argv: list[str], container_root: str = "/", manifest_path: st
     server = settings(args)
     root = os.path.abspath(container_root)
     mounts = mounts_for(args.local_repositories, root, mounts)
-    container = from_root(root, server.backend_directory, reader)
+    container = container or from_root(root, server.backend_directory, reader)
     manifest = _manifest(args.local_repositories, root, manifest_path, mounts)
     notes = [*ownership.warnings(), *([f"using the manifest {shown(manifest.path)}"] if manifest.path else [])]
     notes += server.notes

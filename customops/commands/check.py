@@ -29,18 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-repository", "--model-store", action="append", default=[], dest="more_repositories",
                    metavar="DIR", help="another model repository (as tritonserver takes it; repeatable)")
     p.add_argument("--manifest", metavar="FILE", help="customops.toml (default: the repository's own, if any)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--container-root", metavar="DIR", help="the container's unpacked filesystem (default: / "
-                                                               "when /opt/tritonserver exists; `/` checks this "
-                                                               "machine)")
-    where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
-    where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
-    where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
-                       "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
-    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
-                   help="with --image: the image of a multi-platform index to check (default: %(default)s)")
-    p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
-                   help="the server's --backend-directory, inside the container (default: %(default)s)")
+    _add_container_options(p)
     p.add_argument("--mount", action="append", default=[], metavar="HOST_DIR:CONTAINER_DIR",
                    help="where a checkout directory appears in the container, as docker -v (repeatable)")
     p.add_argument("--model-config-name", metavar="NAME", help="read configs/NAME.pbtxt where present")
@@ -82,6 +71,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the cache directory (default: $CUSTOMOPS_CACHE_DIR, else $XDG_CACHE_HOME/customops, "
                         "else ~/.cache/customops)")
     p.set_defaults(run=partial(run, usage=p.error))
+
+
+def _add_container_options(p: argparse.ArgumentParser) -> None:
+    """The container to check against: one of a root, a profile, a release's facts and an image."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--container-root", metavar="DIR", help="the container's unpacked filesystem (default: / "
+                                                               "when /opt/tritonserver exists; `/` checks this "
+                                                               "machine)")
+    where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
+    where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
+    where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
+                       "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
+    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+                   help="with --image: the image of a multi-platform index to check (default: %(default)s)")
+    p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
+                   help="the server's --backend-directory, inside the container (default: %(default)s)")
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError, printable
+from customops.image.reference import DEFAULT_PLATFORM
 
 if TYPE_CHECKING:
     from customops.app.launch import Launch
@@ -31,6 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "frameworks in isolated child processes (as check --probe; the decision is then not cached)")
     p.add_argument("--probe-python", metavar="PATH", help="as check --probe-python")
     p.add_argument("--probe-onnxruntime", metavar="LIB", help="as check --probe-onnxruntime")
+    p.add_argument("--image", metavar="REF", help="check against this image, then start the server in it with its "
+                   "daemon (docker-daemon:NAME[:TAG] runs `docker run`, podman:NAME[:TAG] `podman run`), the "
+                   "variables customops sets given with --env and the repositories of this machine mounted")
+    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+                   help="with --image: the image of a multi-platform index (default: %(default)s)")
+    p.add_argument("--run-arg", action="append", default=[], metavar="ARG",
+                   help="with --image: an argument for `docker run` before the image, e.g. --run-arg=--gpus=all "
+                        "(repeatable)")
     p.set_defaults(run=run)
 
 
@@ -60,7 +69,17 @@ def run(args: argparse.Namespace) -> int:
     from customops.app.launch_cache import command_line
     from customops.app.launch_decision import decide
 
-    decision = decide(launch_request(args), failure_report)
+    if args.image is None and args.run_arg:
+        raise CustomopsError("--run-arg: only with --image (launch then runs `docker run`)")
+    if args.image is not None:
+        from customops.app.launch_image import decide_in_image
+
+        if args.container_root != "/":
+            raise CustomopsError("--image and --container-root: name one container")
+        decision = decide_in_image(launch_request(args), args.image, failure_report, args.platform,
+                                   tuple(args.run_arg))
+    else:
+        decision = decide(launch_request(args), failure_report)
     print_notes(decision.notes)
     if decision.report is not None:
         sys.stderr.write(decision.report)
