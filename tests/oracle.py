@@ -294,10 +294,12 @@ def why_no_mount_namespace() -> str | None:
     return None
 
 
-def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -> OracleRun:  # type: ignore[no-untyped-def]
-    """The container's tritonserver (the fixture loader) performs the plan's loads inside `root`: in a
-    private mount namespace, chrooted, with /proc bound in (ld.so needs /proc/self/exe for $ORIGIN). Skips the
-    test where no such namespace can be made (why_no_mount_namespace)."""
+def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None,  # type: ignore[no-untyped-def]
+                     cwd: str = "/opt/tritonserver") -> OracleRun:
+    """The container's tritonserver (the fixture loader) performs the plan's loads inside `root`, started in
+    `cwd` (the NGC images' working directory): in a private mount namespace, chrooted, with /proc bound in (ld.so
+    needs /proc/self/exe for $ORIGIN). Skips the test where no such namespace can be made
+    (why_no_mount_namespace)."""
     why = why_no_mount_namespace()
     if why:
         pytest.skip(why)
@@ -314,7 +316,7 @@ def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None) -
     env.update(extra_env or {})
     os.makedirs(os.path.join(root, "proc"), exist_ok=True)
     # The environment goes only to the final execve inside the chroot, never to the host's helpers.
-    enter = ("import json, os, sys; os.chroot(sys.argv[1]); os.chdir('/opt/tritonserver'); "
+    enter = (f"import json, os, sys; os.chroot(sys.argv[1]); os.chdir({cwd!r}); "
              "os.execve(sys.argv[3], sys.argv[3:], json.loads(sys.argv[2]))")
     script = 'mount --bind /proc "$1/proc" && exec "$0" -c "$2" "$1" "$3" "$4" "${@:5}"'
     proc = subprocess.run(["unshare", "--mount", "--fork", "bash", "-c", script, sys.executable, root, enter,

@@ -146,6 +146,28 @@ def test_the_images_ld_library_path_finds_what_only_it_names(container, tmp_path
     assert [e for p, e in failed.dlopens if p == served and e and "libextra.so" in e]
 
 
+@pytest.mark.parametrize("workdir", ["/opt/extra", "/"])
+def test_the_images_working_directory_is_where_a_relative_library_path_starts(container, workdir, tmp_path):
+    """LD_LIBRARY_PATH=lib in the image's Env: ld.so searches `lib` under the server's working directory, the
+    image's WorkingDir; there the dependency is found only from /opt/extra, as the real ld.so shows."""
+    extra, op = op_library_needing(container, tmp_path)
+    layers = [*changes(container)[:1], [("dir", "opt/extra"), ("dir", "opt/extra/lib"),
+                                         ("file", "opt/extra/lib/libextra.so", extra, 0o755)]]
+    layout = images.oci_layout(tmp_path / "layout", layers, env={"LD_LIBRARY_PATH": "lib"}, workdir=workdir)
+    repo = onnxruntime_repository(tmp_path / "models", op)
+    out = customops("check", str(repo), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
+                    str(tmp_path / "cache"))
+    missing = [f for f in json.loads(out.stdout)["findings"] if f["code"] == "CO302"]
+    bundle = tmp_path / "bundle"
+    subprocess.run(["umoci", "unpack", "--image", f"{layout}:latest", str(bundle)], check=True, capture_output=True)
+    rootfs = bundle / "rootfs"
+    shutil.copytree(repo, rootfs / "models")
+    plan = run_check([str(rootfs / "models")], load_manifest(None), from_root(str(rootfs)), ()).plan
+    served = f"/models/m/ops/{op.name}"
+    loaded = run_in_container(str(rootfs), plan, {"LD_LIBRARY_PATH": "lib"}, cwd=workdir)
+    assert ((served, None) in loaded.dlopens) == (workdir == "/opt/extra") == (not missing), (loaded, missing)
+
+
 def test_a_daemons_image_is_read_as_its_save_streams_and_checks_as_the_archive(container, tmp_path):
     archive = images.docker_archive(tmp_path / "image.tar", changes(container))
     env = fake_daemon(tmp_path / "bin", f'[ "$1" = save ] && [ "$2" = triton:test ] && exec cat {archive}\nexit 1')

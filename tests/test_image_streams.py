@@ -166,6 +166,7 @@ def test_a_profile_made_from_an_image_searches_its_ld_library_path(container, tm
     assert made.returncode == 0, made.stderr
     recorded = json.loads(profile.read_text())
     assert recorded["environment"] == {"LD_LIBRARY_PATH": "/opt/extra/lib"}
+    assert recorded["working_directory"] == "/opt/tritonserver"  # its WorkingDir: where relative paths start
     assert "/opt/extra/lib/libextra.so" in recorded["files"]
 
     def missing(against: Path) -> list[str]:

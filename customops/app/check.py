@@ -22,7 +22,7 @@ from customops.rules import context as rule_context
 from customops.rules import run as run_rules
 from customops.rules.context import RuleContext
 from customops.triton import model_set, mounts
-from customops.triton.container import SERVER, STAND_IN_HOSTS, Container, FactsFrom
+from customops.triton.container import SERVER, SERVER_CWD, STAND_IN_HOSTS, Container, FactsFrom
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
 from customops.triton.release_rules import rules_for
@@ -88,8 +88,8 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     if only_models is not None:  # explicit mode: what --load-model names, and the models its ensembles step through
         loaded = model_set.loaded_with(models, only_models)
         models = [m for m in models if m.name in loaded]
-    ctx = Context(container, manifest, mounts, server_plugins=server_plugins,
-                  checkouts=tuple(os.path.abspath(r) for r in repositories))
+    ctx = Context(container, manifest, mounts, server_cwd=container.working_directory or SERVER_CWD,
+                  server_plugins=server_plugins, checkouts=tuple(os.path.abspath(r) for r in repositories))
     plan, findings, unchecked = build_plan(models, ctx)
     notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None

@@ -124,7 +124,7 @@ def image_container(text: str, backend_directory: str, reader: ElfReader,
     return replace(container, image=f"{image.reference} ({image.config_digest[:19]})",
                    environment=tuple(sorted((started.environment if started else image.environment).items())),
                    server_args=args if args is not None else container.server_args,
-                   notes=tuple(started.notes) if started else ())
+                   notes=tuple(started.notes) if started else (), working_directory=image.working_directory)
 
 
 def baked_repositories(text: str, cache_dir: str | os.PathLike[str] | None,

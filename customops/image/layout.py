@@ -58,6 +58,12 @@ class Image:
                 found[name] = value
         return found
 
+    @property
+    def working_directory(self) -> str:
+        """Where its processes start: the configuration's WorkingDir (absolute, normalised), else `/`, as the
+        runtimes start them."""
+        found = self.settings.get("WorkingDir")
+        return posixpath.normpath("/" + found.lstrip("/")) if isinstance(found, str) and found.strip() else "/"
 
     @property
     def server_args(self) -> tuple[str, ...] | None:
@@ -67,7 +73,6 @@ class Image:
                 for a in self.settings[key] if isinstance(a, str)]
         at = next((i for i, a in enumerate(argv) if os.path.basename(a) == "tritonserver"), None)
         return None if at is None else tuple(argv[at + 1:])
-
 
     @property
     def repositories(self) -> tuple[str, ...]:

@@ -81,6 +81,7 @@ class Container:
     image: str | None = None  # a profile's: the image it was made from (profile create --image); --image's
     environment: tuple[tuple[str, str], ...] = ()  # --image: the configuration's Env (the server inherits it)
     notes: tuple[str, ...] = ()  # --image: what its entrypoint may do that is not modelled
+    working_directory: str | None = None  # --image: its WorkingDir (else the NGC images' /opt/tritonserver)
 
 
 def layout_only(root: str, backend_dir: str = DEFAULT_BACKEND_DIR) -> Container:
@@ -316,4 +317,5 @@ def read_profile(path: str, cache_dir: str | os.PathLike[str] | None) -> Contain
     target = target_for_root(skeleton) if skeleton else None
     return Container(ContainerFacts(**facts), target, data.get("backend_dir", DEFAULT_BACKEND_DIR),
                      data.get("server"), tuple(data.get("server_args", ())), data.get("image"),
-                     environment=tuple(sorted(data.get("environment", {}).items())))
+                     environment=tuple(sorted(data.get("environment", {}).items())),
+                     working_directory=data.get("working_directory"))

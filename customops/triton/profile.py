@@ -99,6 +99,7 @@ def create(container, server_args: tuple[str, ...] = (), image: str | None = Non
         "server": container.server,
         "server_args": list(server_args),
         **({"environment": environment} if environment else {}),
+        **({"working_directory": container.working_directory} if container.working_directory else {}),
         "target": {"system_dirs": list(target.system_dirs), "lib_token": target.lib_token,
                    "platform": target.platform},
         "directories": sorted(directories),

@@ -21,8 +21,8 @@ CHUNK_LIMIT = 256 * safeio.MiB  # one chunk decompressed (the largest real ones:
 SMALL_FILE_LIMIT = 1 * safeio.MiB  # a file kept whole (TRITON_VERSION, model.py)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
-TOP_KEYS = {"schema", "facts", "image", "backend_dir", "server", "server_args", "environment", "target", "directories",
-            "links", "files", "ld_so_cache"}
+TOP_KEYS = {"schema", "facts", "image", "backend_dir", "server", "server_args", "environment", "working_directory",
+            "target", "directories", "links", "files", "ld_so_cache"}
 ENVIRONMENT_KEYS = ("LD_PRELOAD", "LD_LIBRARY_PATH")  # an image's loader variables: what its server inherits
 REQUIRED_KEYS = {"schema", "facts"}
 VERSION_FACTS = ("triton_version", *(f.backend for f in VERSIONED), "cuda", "glibc", "glibcxx", "cxxabi")
@@ -61,6 +61,8 @@ class Validator:
             if name not in ENVIRONMENT_KEYS:
                 self.fail(at("/environment", name), "not a loader variable customops records")
             self.text(at("/environment", name), value)
+        if "working_directory" in p:
+            self.path("/working_directory", p["working_directory"])
         if "target" in p:
             self.target(p["target"])
         nodes: dict[str, tuple[str, str]] = {}  # path -> (what it is, where the profile says so)
