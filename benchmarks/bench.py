@@ -301,6 +301,111 @@ def launch_rows(root: Path, repo: Path, runs: int) -> list[dict]:
              "overhead_ms": (warm.seconds - bare.seconds) * 1000}]
 
 
+def _blob(layout: Path, data_path: Path) -> tuple[str, int]:
+    """Move a file into the layout's blobs under its digest: (digest, size)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(data_path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+    size = data_path.stat().st_size
+    os.rename(data_path, blobs / digest.hexdigest())
+    return f"sha256:{digest.hexdigest()}", size
+
+
+def image_layout(root: Path, filler_mb: int, work: Path) -> tuple[Path, list[Path]]:
+    """An OCI layout of three gzip -1 layers, written as streams (never held in memory): the container root, a
+    layer whiting out one backend library, and `filler_mb` of incompressible files; (the layout, its layer blobs)."""
+    import tarfile
+
+    filler = work / "filler"
+    filler.mkdir(parents=True)
+    for n in range(max(1, filler_mb // 64)):
+        with open(filler / f"data{n}.bin", "wb") as f:
+            for _ in range(min(64, filler_mb)):
+                f.write(os.urandom(1 << 20))
+    whiteout = work / "whiteout"
+    victim = next(p for p in sorted((root / "opt/tritonserver/backends").rglob("*.so*")) if p.is_file())
+    relative = victim.relative_to(root)
+    (whiteout / relative.parent).mkdir(parents=True)
+    (whiteout / relative.parent / f".wh.{relative.name}").write_bytes(b"")
+    layout = work / "layout"
+    diff_ids, layers = [], []
+    for n, (source, under) in enumerate(((root, ""), (whiteout, ""), (filler, "opt/filler"))):
+        tar = work / f"layer{n}.tar"
+        with tarfile.open(tar, "w") as archive:
+            for entry in sorted(source.iterdir()):
+                archive.add(entry, arcname=f"{under}/{entry.name}" if under else entry.name)
+        diff_ids.append(_blob(work, tar)[0])
+        (work / "blobs/sha256" / diff_ids[-1].split(":")[1]).rename(tar)
+        subprocess.run(["gzip", "-1", "-f", str(tar)], check=True)
+        layers.append(_blob(layout, Path(f"{tar}.gz")))
+    config = work / "config.json"
+    config.write_text(json.dumps({"architecture": "amd64", "os": "linux", "config": {
+        "Env": ["PATH=/usr/bin:/bin"], "WorkingDir": "/opt/tritonserver"},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids}}))
+    config_digest, config_size = _blob(layout, config)
+    manifest = work / "manifest.json"
+    manifest.write_text(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                               "digest": config_digest, "size": config_size},
+                                    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                                                "digest": d, "size": size} for d, size in layers]}))
+    manifest_digest, manifest_size = _blob(layout, manifest)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest_digest,
+         "size": manifest_size, "annotations": {"org.opencontainers.image.ref.name": "latest"}}]}))
+    shutil.rmtree(filler)
+    shutil.rmtree(whiteout)
+    return layout, [layout / "blobs/sha256" / d.split(":")[1] for d, _ in layers]
+
+
+def image_rows(root: Path, repo: Path, filler_mb: int, runs: int) -> list[dict]:
+    """check --image against the I/O floor, `tar -tzf` over the same layer blobs (every byte of a layer read and
+    decompressed once); the same image as an OCI archive on a pipe (read front to back); warm against the same
+    check against a profile made from the image. Peak RSS shows memory does not follow the image's size."""
+    work = Path(tempfile.mkdtemp(prefix="customops-image-"))
+    layout, blobs = image_layout(root, filler_mb, work)
+    archive = work / "image.tar"
+    subprocess.run(["tar", "-cf", str(archive), "-C", str(layout), "."], check=True)
+    gib = sum(b.stat().st_size for b in blobs) / 2**30
+    cache = work / "cache"
+    fresh = partial(set_aside, cache)
+    check = [*CUSTOMOPS, "check", str(repo), "--image", f"oci:{layout}", "--format", "json", "--cache-dir", str(cache)]
+    piped = ["sh", "-c", f'exec "$@" < {archive}', "sh", *CUSTOMOPS, "check", str(repo), "--image",
+             "oci-archive:/dev/stdin", "--format", "json", "--cache-dir", str(cache)]
+    tar = ["sh", "-c", 'for b in "$@"; do tar -tzf "$b" > /dev/null || exit 2; done', "sh", *map(str, blobs)]
+    cold, floor, streamed = [], [], []
+    for _ in range(runs):  # alternating, so that both sides share whatever else the machine does
+        fresh()
+        cold.append(run_once(check))
+        floor.append(run_once(tar))
+        fresh()
+        streamed.append(run_once(piped))
+    profile = work / "profile.json"
+    run_once([*CUSTOMOPS, "profile", "create", "--image", f"oci:{layout}", "-o", str(profile)])
+    run_once(check)
+    warm = measure("check --image (warm)", check, runs)
+    against_profile = measure("check --profile of the image (warm)", [*CUSTOMOPS, "check", str(repo), "--profile",
+                                                                       str(profile), "--format", "json",
+                                                                       "--cache-dir", str(cache)], runs)
+
+    def median(measured: list[tuple[float, float]], label: str) -> Measurement:
+        return Measurement(label, statistics.median(t for t, _ in measured), max(r for _, r in measured),
+                           [t for t, _ in measured])
+
+    rows = [median(cold, "check --image oci:DIR (cold)"), median(floor, "tar -tzf over its layer blobs"),
+            median(streamed, "check --image oci-archive:/dev/stdin (cold, piped)"), warm, against_profile]
+    shutil.rmtree(work, ignore_errors=True)
+    return [{"file": f"{gib:.2f} GiB image (3 gzip layers)", "measurements": [asdict(m) for m in rows],
+             "cold_vs_tar": rows[0].seconds / rows[1].seconds, "piped_vs_tar": rows[2].seconds / rows[1].seconds,
+             "warm_vs_profile": warm.seconds / against_profile.seconds}]
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -342,6 +447,10 @@ def render(results: dict) -> str:
         lines.append(f"| {row['file']} | probe / (import torch + loads) | {row['probe_vs_import']:.2f}x |")
     for row in results["launch"]:
         lines.append(f"| launch | warm --dry-run minus python -c pass | {row['overhead_ms']:.0f} ms |")
+    for row in results["image"]:
+        lines.append(f"| {row['file']} | check --image cold / tar -tzf | {row['cold_vs_tar']:.2f}x |")
+        lines.append(f"| {row['file']} | check --image piped cold / tar -tzf | {row['piped_vs_tar']:.2f}x |")
+        lines.append(f"| {row['file']} | check --image warm / check --profile warm | {row['warm_vs_profile']:.2f}x |")
     lines += ["", "| chain depth | resolve cold s | resolve warm s | --no-cache s | ld.so s | cold / ld.so "
               "| warm / ld.so | --no-cache / ld.so | peak RSS MB |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in results["chain"]:
@@ -358,6 +467,7 @@ def render(results: dict) -> str:
     extra += [("probe", m) for row in results["probe"] for m in row["measurements"]]
     extra += [(f"profile of {row['file']}", m) for row in results["profile"] for m in row["measurements"]]
     extra += [("launch", m) for row in results["launch"] for m in row["measurements"]]
+    extra += [(f"image: {row['file']}", m) for row in results["image"] for m in row["measurements"]]
     lines += ["", "| section | command | median s | peak RSS MB |", "|---|---|---:|---:|"]
     lines += [f"| {section} | {m['label']} | {m['seconds']:.3f} | {m['peak_rss_mb']:.0f} |" for section, m in extra]
     return "\n".join(lines)
@@ -394,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fixture libraries only (seconds, no frameworks)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "results.json")
+    parser.add_argument("--image-mb", type=int, help="MB of incompressible filler in the image section's image "
+                        "(default: 1024; --quick: 64); 10240 gives #31's 10 GB image")
     args = parser.parse_args(argv)
     compileall.compile_dir(ROOT / "customops", quiet=1)
     sys.path.insert(0, str(ROOT))
@@ -430,7 +542,9 @@ def main(argv: list[str] | None = None) -> int:
                "config": config_rows(tree, config_kb, max(1, min(args.runs, 3)), args.out.parent / "config.svg"),
                "probe": [] if args.quick else probe_rows(args.runs),
                "profile": profile_rows(check_root, args.runs),
-               "launch": launch_rows(tree / "container", example, args.runs)}
+               "launch": launch_rows(tree / "container", example, args.runs),
+               "image": image_rows(check_root, check_repo, args.image_mb or (64 if args.quick else 1024),
+                                   max(1, min(args.runs, 3)))}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(render(results))

@@ -124,7 +124,8 @@ def test_a_repository_baked_into_a_daemons_image_is_read_in_a_second_save(exampl
         assert out.returncode == 1, out.stderr
         checks.append(sorted((f["code"], f.get("model"), f["message"]) for f in json.loads(out.stdout)["findings"]))
     assert checks[0] == checks[1] and len(checks[0]) > 5
-    assert saves.read_text().splitlines() == ["save triton:test"] * 2  # the layers passed, then kept with /models
+    saved = [line for line in saves.read_text().splitlines() if line.startswith("save")]
+    assert saved == ["save triton:test"] * 2  # the layers passed, then kept with /models
 
 
 def test_a_repository_baked_into_a_piped_image_is_a_usage_error_naming_it(example, tmp_path):
@@ -179,3 +180,45 @@ def test_a_profile_made_from_an_image_searches_its_ld_library_path(container, tm
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(recorded))
     assert missing(bare) == ["CO302"]
+
+
+def test_a_second_check_of_a_daemons_image_saves_nothing(archive, repository, tmp_path):
+    """`docker image inspect` names the image by its configuration's digest (the classic image store): an image
+    whose configuration and layers an earlier save kept is checked without a save; another ID saves anew."""
+    import tarfile
+
+    with tarfile.open(archive) as members:
+        manifest = json.load(members.extractfile("manifest.json"))  # type: ignore[arg-type]
+    image_id = "sha256:" + manifest[0]["Config"].removesuffix(".json")
+    answer = tmp_path / "id"
+    saves = tmp_path / "saves"
+    env = fake_daemon(tmp_path / "bin", f'[ "$1 $2" = "image inspect" ] && exec cat {answer}\n'
+                                        f'[ "$1" = save ] && echo saved >> {saves} && exec cat {archive}\nexit 1')
+
+    def check() -> list[tuple]:
+        out = subprocess.run([sys.executable, "-m", "customops", "check", str(repository), "--image",
+                              "docker-daemon:triton:test", "--format", "json", "--cache-dir", str(tmp_path / "c")],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 1, out.stderr
+        return sorted((f["code"], f.get("model"), f["message"]) for f in json.loads(out.stdout)["findings"])
+
+    answer.write_text(image_id + "\n")
+    first = check()
+    assert saves.read_text().splitlines() == ["saved"]
+    assert check() == first and saves.read_text().splitlines() == ["saved"]  # no second save
+    answer.write_text("sha256:" + "0" * 64 + "\n")  # another image under that name now: checked anew
+    assert check() == first and saves.read_text().splitlines() == ["saved", "saved"]
+
+
+def test_an_archive_saved_anew_at_the_same_path_is_checked_anew(container, repository, tmp_path):
+    """The report cache answers for the image the reference names now, not the one it named before."""
+    layers = changes(container)
+    archive = tmp_path / "image.tar"
+
+    def check() -> list[tuple]:
+        return findings(str(repository), "--image", f"docker-archive:{archive}", "--cache-dir", str(tmp_path / "c"))
+
+    images.docker_archive(archive, layers[:1])
+    before = check()
+    images.docker_archive(archive, layers)  # libnvinfer.so.10 whited out, then back as another file
+    assert check() != before

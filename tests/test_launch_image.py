@@ -29,7 +29,7 @@ def daemon(example: tuple[Path, Path], tmp_path: Path) -> tuple[dict[str, str], 
     archive = images.docker_archive(tmp_path / "image.tar", [images.tree(container)],
                                     env={"LD_PRELOAD": "/opt/vendor/libpre.so", "PATH": "/usr/bin:/bin"})
     ran = tmp_path / "ran"
-    env = fake_daemon(tmp_path / "bin", f'[ "$1" = save ] && exec cat {archive}\n'
+    env = fake_daemon(tmp_path / "bin", f'[ "$1" = save ] && exec cat {archive}\n[ "$1" = image ] && exit 1\n'
                                         f'printf "%s\\n" "$@" > {ran}\nexit 0')
     return {**env, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache")}, ran
 

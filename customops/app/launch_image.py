@@ -15,14 +15,13 @@ from customops.app.launch import environment_for, mounts_for, prepare
 from customops.app.launch_decision import Decision, FailureReport, LaunchRequest
 from customops.app.server_command import settings
 from customops.errors import CustomopsError
-from customops.image.reference import DEFAULT_PLATFORM, Transport
+from customops.image.identity import RUNTIMES
+from customops.image.reference import DEFAULT_PLATFORM
 from customops.triton.mounts import Mounts, container_of, parse_mount
 from customops.triton.serverargs import option_named, parse
 
 if TYPE_CHECKING:
     from customops.image.reference import ImageReference
-
-RUNTIMES = {Transport.DOCKER_DAEMON: "docker", Transport.PODMAN: "podman"}
 
 
 def decide_in_image(request: LaunchRequest, image: str, failure_report: FailureReport,

@@ -43,7 +43,23 @@ def report_key(request: CheckRequest, report_format: str, base: str = "") -> lis
         parts += [f"{p}={file_key(p)}" for p in _discovered(request)]
     except OSError:
         return None
+    if request.container.image:  # the image the reference names now: another saved under it is another answer
+        image = image_identity(request.container.image)
+        if image is None:
+            return None
+        parts.append(image)
     return [str(request.cache_dir or ""), *parts]
+
+
+def image_identity(text: str) -> str | None:
+    from customops.errors import CustomopsError
+    from customops.image.identity import identity
+    from customops.image.reference import parse
+
+    try:
+        return identity(parse(text))
+    except CustomopsError:
+        return None  # the check says why, in one line
 
 
 def _discovered(request: CheckRequest) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from customops.errors import CustomopsError
-from customops.image.daemon import read_daemon
+from customops.image.daemon import cached_daemon_image, read_daemon
 from customops.image.layers import INDEX, kept_name
 from customops.image.layout import Image, read_image
 from customops.image.reference import DEFAULT_PLATFORM, ImageReference
@@ -32,7 +32,8 @@ class Opened:
 def open_image(ref: ImageReference, cache: Path, platform: str = DEFAULT_PLATFORM) -> Opened:
     """The image `ref` names; InputError or CustomopsError (exit 2) naming it when it cannot be read."""
     if ref.transport.streamed:
-        return Opened(ref, read_daemon(ref, cache, platform), cache, platform, True)
+        cached = cached_daemon_image(ref, cache)
+        return Opened(ref, cached or read_daemon(ref, cache, platform), cache, platform, True)
     if read_whole(ref):
         return Opened(ref, read_archive_stream(ref, cache, platform), cache, platform, True)
     return Opened(ref, read_image(ref, platform), cache, platform, False)
