@@ -153,6 +153,18 @@ def test_a_multi_platform_index_gives_linux_amd64_unless_platform_names_another(
     assert other.returncode == 2 and "2 manifests for linux/s390x" in other.stderr, other
 
 
+def test_an_archive_of_several_images_checks_the_one_its_name_and_tag_choose(tmp_path):
+    archive = images.docker_archive(tmp_path / "two.tar", [[("dir", "etc"), ("file", "etc/a", b"a\n", 0o644)]],
+                                    tag="triton:a", others={"triton:b": [[("dir", "etc"),
+                                                                          ("file", "etc/b", b"b\n", 0o644)]]})
+    for tag in ("a", "b"):
+        image = read_image(parse(f"docker-archive:{archive}:triton:{tag}"))
+        assert (materialize(image, tmp_path / "cache") / "etc" / tag).is_file()
+    unchosen = customops("check", str(EXAMPLE), "--image", f"docker-archive:{archive}", "--cache-dir",
+                         str(tmp_path / "cache"))
+    assert unchosen.returncode == 2 and "2 images match" in unchosen.stderr and "triton:a, triton:b" in unchosen.stderr
+
+
 def test_a_profile_made_from_an_image_searches_its_ld_library_path(container, tmp_path):
     """The image's Env LD_LIBRARY_PATH finds an op library's dependency (tests/test_image.py confirms it with the
     real ld.so); a profile made from the image records that variable and the directory, so a check against the
