@@ -23,7 +23,7 @@ from typing import Any, NoReturn, TextIO
 from customops import __version__, sigbus
 from customops.errors import CustomopsError, printable
 
-SUBCOMMANDS = ("check", "launch", "env", "explain", "scan", "resolve", "probe", "profile", "completion")
+SUBCOMMANDS = ("check", "launch", "env", "explain", "releases", "scan", "resolve", "probe", "profile", "completion")
 EXIT_INTERNAL = 3
 EXIT_READER_GONE = 128 + signal.SIGPIPE
 EXIT_TERMINATED = 128 + signal.SIGTERM

@@ -19,9 +19,20 @@ from customops.triton.release_rules import TODAY, release_of, rules_for
 TABLE = json.loads((Path(__file__).resolve().parent.parent / "customops/data/releases.json").read_text())
 
 
-@pytest.mark.parametrize("release", sorted(TABLE["releases"]))
+@pytest.mark.parametrize("release", sorted(r for r, row in TABLE["releases"].items() if "server" in row))
 def test_a_server_version_names_its_release_as_the_table_does(release: str) -> None:
     assert release_of(TABLE["releases"][release]["server"]) == release
+
+
+def test_a_patch_release_that_took_a_month_moves_every_later_release() -> None:
+    """25.07 shipped 2.59.1 (server build.py on r25.07), so 2.60.0 is 25.08, not 25.07: from then on a minor version
+    is not its release's offset from 24.05, and a version past the table moves on from its newest row."""
+    assert (release_of("2.59.0"), release_of("2.59.1"), release_of("2.60.0")) == ("25.06", "25.07", "25.08")
+    assert release_of("2.67.0") == "26.03" and release_of("2.68.0") == "26.04"
+    newest = max((row["server"], name) for name, row in TABLE["releases"].items() if "server" in row)
+    minor = int(newest[0].split(".")[1])
+    year, month = map(int, newest[1].split("."))
+    assert release_of(f"2.{minor + 1}.0") == (f"{year:02d}.{month + 1:02d}" if month < 12 else f"{year + 1:02d}.01")
 
 
 def test_an_unknown_or_unreadable_version_gets_todays_rules() -> None:
@@ -29,9 +40,9 @@ def test_an_unknown_or_unreadable_version_gets_todays_rules() -> None:
 
 
 def test_each_rule_applies_from_its_release_on() -> None:
-    assert not rules_for("2.56.0").torch_aoti_platform  # 25.03
-    assert rules_for("2.68.0").torch_aoti_platform and not rules_for("2.68.0").libtorch_platform_alias  # 26.03
-    assert rules_for("2.69.0").libtorch_platform_alias  # 26.04
+    assert not rules_for("2.56.0").torch_aoti_platform and not rules_for("2.66.0").torch_aoti_platform  # 25.03, 26.02
+    assert rules_for("2.67.0").torch_aoti_platform and not rules_for("2.67.0").libtorch_platform_alias  # 26.03
+    assert rules_for("2.68.0").libtorch_platform_alias  # 26.04
     assert not rules_for("2.41.0").runtime_field and rules_for("2.42.0").runtime_field  # 23.12, 24.01
     assert not rules_for("2.38.0").python_based_backends and rules_for("2.39.0").python_based_backends  # 23.09, 23.10
 
@@ -58,7 +69,9 @@ def test_torch_aoti_is_an_unknown_platform_before_26_03(tree: Path, tmp_path: Pa
 
 
 def test_torch_aoti_is_served_by_the_pytorch_backend_from_26_03(tree: Path, tmp_path: Path) -> None:
-    found = findings_of(tree, tmp_path, "2.68.0", 'platform: "torch_aoti"\n', **{"1__model.pt2": ""})
+    """26.03's server is 2.67.0 (its build.py): read as a month's offset from 24.05 it was 26.02, and the model a
+    false CO102."""
+    found = findings_of(tree, tmp_path, "2.67.0", 'platform: "torch_aoti"\n', **{"1__model.pt2": ""})
     assert "CO102" not in found
 
 

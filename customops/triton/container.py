@@ -6,7 +6,6 @@ back to a small table of verified facts and says which checks it cannot run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
@@ -14,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from customops import packagedata, safeio
+from customops import safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64, PF_X, PT_LOAD
 from customops.errors import InputError
 from customops.frameworks import PYTORCH, TENSORFLOW, VERSIONED, Framework, named
@@ -275,19 +274,24 @@ def _definition_maxima(reader: ElfReader, path: str) -> dict[str, str]:
     return {family: name for family, (_, name) in best.items()}
 
 
-def from_release(release: str) -> Container:
-    table = json.loads(packagedata.read_text("releases.json"))
-    if release not in table["releases"]:
-        known = ", ".join(sorted(table["releases"]))
-        raise InputError(release, f"unknown Triton release (the built-in table knows {known})")
-    row = table["releases"][release]
-    facts = ContainerFacts(triton_version=row.get("server"),  # the table says which releases ship TensorFlow's
-                           absent_backends=() if row.get(f"{TENSORFLOW.backend}_backend") else (TENSORFLOW.backend,),
-                           cuda=row.get("cuda"), glibc=row.get("glibc"),
-                           known_from=FactsFrom.RELEASE,
+def from_release(name: str) -> Container:
+    """A release's cited facts, and what follows from them (customops.triton.releases); no files."""
+    from customops.triton.releases import release, releases
+
+    row = release(name)
+    if row is None or row.server is None:
+        known = ", ".join(r.name for r in releases() if r.server)
+        reason = "the built-in table knows too little of it (not its server)" if row else "unknown Triton release"
+        raise InputError(name, f"{reason}: give its profile or its image (the table knows {known})")
+    derived = row.derived()
+    facts = ContainerFacts(triton_version=row.server,  # the table says which releases build TensorFlow's backend
+                           absent_backends=() if row.tensorflow_backend else (TENSORFLOW.backend,),
+                           cuda=row.value("cuda"), glibc=derived.get("glibc"), glibcxx=derived.get("glibcxx"),
+                           cxxabi=derived.get("cxxabi"), known_from=FactsFrom.RELEASE,
                            missing=("loading and symbol resolution (needs the container's libraries: use "
                                     "--container-root or a profile)",))
-    return Container(replace(facts, **{f.backend: row.get(f.backend) for f in VERSIONED}), None)
+    versions: dict[str, Any] = {f.backend: row.value(f.backend) for f in VERSIONED}
+    return Container(replace(facts, **versions), None)
 
 
 def write_profile(container: Container, path: str, server_args: tuple[str, ...] = (), image: str | None = None
