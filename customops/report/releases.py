@@ -8,11 +8,13 @@ import json
 from typing import Any
 
 from customops import schemas
+from customops.frameworks import ONNXRUNTIME, OPENVINO, PYTHON, TENSORFLOW, TENSORRT
 from customops.triton.releases import Release
 
 COLUMNS = (("release", "release"), ("server", "server"), ("ubuntu", "Ubuntu"), ("glibc", "glibc"),
-           ("glibcxx", "libstdc++"), ("python", "Python"), ("cuda", "CUDA"), ("tensorrt", "TensorRT"),
-           ("onnxruntime", "ONNX Runtime"), ("openvino", "OpenVINO"), ("tensorflow_backend", "TF backend"))
+           ("glibcxx", "libstdc++"), (PYTHON.backend, PYTHON.label), ("cuda", "CUDA"),
+           *((f.backend, f.label) for f in (TENSORRT, ONNXRUNTIME, OPENVINO)),
+           (f"{TENSORFLOW.backend}_backend", "TF backend"))
 
 
 def row(release: Release) -> dict[str, str]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from customops import packagedata
+from customops.frameworks import PYTHON, TENSORRT
 
 VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -63,18 +64,18 @@ class Release:
             gcc = _gcc_at_or_below(libstdcxx) if libstdcxx else None
             if gcc:
                 found["glibcxx"], found["cxxabi"] = gcc["glibcxx"], gcc["cxxabi"]
-        python = _major_minor(self.value("python") or (_upstream(ubuntu["python3"][0]) if ubuntu else None))
+        python = _major_minor(self.value(PYTHON.backend) or (_upstream(ubuntu["python3"][0]) if ubuntu else None))
         if python:
-            found["python"] = python
+            found[PYTHON.backend] = python
             found["libpython"] = f"libpython{python}.so.1.0"
         cuda = _major(self.value("cuda"))
         if cuda:
             found["libcudart"] = f"libcudart.so.{cuda}"
             found["libcublas"] = f"libcublas.so.{cuda}"
-        tensorrt = _major(self.value("tensorrt"))
+        tensorrt = _major(self.value(TENSORRT.backend))
         if tensorrt:
-            found["libnvinfer"] = f"libnvinfer.so.{tensorrt}"
-            found["libnvinfer_plugin"] = f"libnvinfer_plugin.so.{tensorrt}"
+            for stem in (TENSORRT.version_stem, TENSORRT.own_plugins):
+                found[stem] = f"{stem}.so.{tensorrt}"
         return found
 
 
