@@ -46,7 +46,7 @@ def test_bash_completes_every_subcommand(bash_script):
 
 
 def test_bash_completes_a_subcommands_own_options(bash_script):
-    assert complete(bash_script, "check", "--fa") == ["--fail-on"]
+    assert complete(bash_script, "check", "--fa") == ["--fail-on", "--fail-on-target"]
     assert complete(bash_script, "scan", "--fa") == []  # scan has no --fail-on
 
 

@@ -20,7 +20,9 @@ from customops.linker.types import AttemptResult, StepOutcome
 from customops.probe.groups import ProbedGroup, ProbeSettings
 from customops.rules import context as rule_context
 from customops.rules import run as run_rules
+from customops.rules import versions
 from customops.rules.context import RuleContext
+from customops.rules.versions import Undecided
 from customops.triton import model_set, mounts
 from customops.triton.container import SERVER, SERVER_CWD, STAND_IN_HOSTS, Container, FactsFrom
 from customops.triton.manifest import Manifest
@@ -42,6 +44,7 @@ class CheckResult:
     manifest: str | None = None  # the customops.toml used (absolute), if any
     profile: str | None = None  # the container profile checked against (absolute), if any
     probes: tuple[ProbedGroup, ...] = ()  # what --probe loaded, group by group (the JSON report lists it)
+    undecided: tuple[Undecided, ...] = ()  # without the container's libraries: what its facts cannot decide
 
     @property
     def loading_checked(self) -> bool:
@@ -95,6 +98,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
     prediction = None
     step_outcomes: list[tuple[LoadStep, StepOutcome]] = []
     rules = None  # what the rules read, built once (its file facts are read here)
+    undecided: tuple[Undecided, ...] = ()
     if container.target is not None:
         target = container.target
         executable = container.server
@@ -112,9 +116,9 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
             findings += _every_problem(rules, runs)
             notes += [f"assumed: {a}" for a in target.assumptions]  # of the linker's model
     else:
-        notes += [f"not checked: {m}" for m in container.facts.missing]
         rules = rule_context.build(plan, ctx, reader, models)
         findings += run_rules(rules)
+        undecided = _from_facts_only(rules, notes)
     probed_groups: tuple[ProbedGroup, ...] = ()
     if probe is not None:
         base = rules or rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
@@ -127,7 +131,16 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
                                     probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
     return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes,
-                       probes=probed_groups)
+                       probes=probed_groups, undecided=undecided)
+
+
+def _from_facts_only(rules: RuleContext, notes: list[str]) -> tuple[Undecided, ...]:
+    """Without the container's libraries: what its facts cannot decide, said in `notes` with what is not checked."""
+    undecided = tuple(versions.undecided(rules))
+    notes += [f"not checked: {m}" for m in rules.triton.container.facts.missing]
+    notes += [f"not checked: {u.library} needs {u.needed}, and the container's {u.unknown} is not known"
+              for u in undecided]
+    return undecided
 
 
 def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],

@@ -92,6 +92,7 @@ class CheckCommand(NamedTuple):
     base_dir: str | None = None
     options: ReportOptions = ReportOptions()
     exit_zero: bool = False
+    fail_on_target: str | None = None  # --fail-on-target: with several releases, the exit status is this one's
 
     @property
     def named(self) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from customops.outputs import remove_stale, write_file
 from customops.report.formats import FORMATS
 
 if TYPE_CHECKING:
-    from customops.app.request import CheckCommand, ReportRequest
+    from customops.app.request import CheckCommand, CheckRequest, ReportRequest
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
     _add_report_options(p)
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
+    p.add_argument("--fail-on-target", metavar="YY.MM", help="with several releases: the exit status is this "
+                   "release's (default: the worst release's)")
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 even when findings reach --fail-on (the reports still say FAIL); bad input is still "
                         "exit 2")
@@ -80,7 +82,9 @@ def _add_container_options(p: argparse.ArgumentParser) -> None:
                                                                "when /opt/tritonserver exists; `/` checks this "
                                                                "machine)")
     where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
-    where.add_argument("--triton-release", metavar="YY.MM", help="only the built-in facts of a release")
+    where.add_argument("--triton-release", metavar="YY.MM", help="only the cited facts of a release (customops "
+                       "releases); several (A,B,C), a range (A..B) or `latest`: every model against each, in one "
+                       "table")
     where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
                        "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
     p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
@@ -137,7 +141,8 @@ def check_command(args: argparse.Namespace) -> CheckCommand:
         probe=ProbeOptions(args.probe_python, args.probe_onnxruntime) if args.probe else None,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, reports=tuple(_report(*w) for w in wanted),
         base_dir=args.base_dir, options=ReportOptions(args.statistics, 1 if args.verbose else -1 if args.quiet else 0,
-                                                      args.color), exit_zero=args.exit_zero)
+                                                      args.color), exit_zero=args.exit_zero,
+        fail_on_target=args.fail_on_target)
 
 
 def _report(name: str, output: str | None) -> ReportRequest:
@@ -190,6 +195,15 @@ def _run(command: CheckCommand, usage: Callable[[str], NoReturn] | None = None) 
         request = check_request(command)
     except ValueError as exc:
         wrong(str(exc))
+    from customops.app.matrix import release_targets, with_release
+
+    targets = release_targets(request)
+    if len(targets) > 1:
+        return _run_matrix(command, request, targets, wrong)
+    if command.fail_on_target is not None:
+        wrong("--fail-on-target: only with several releases (--triton-release A,B or A..B)")
+    if targets:
+        request = with_release(request, targets[0])  # `latest`, `A..A`: that one release
     result = answer(command, request)
     for warning in result.warnings:
         sys.stderr.write(f"customops: warning: {printable(warning)}\n")
@@ -207,6 +221,26 @@ def _run(command: CheckCommand, usage: Callable[[str], NoReturn] | None = None) 
             result.keep(each, write(render, each.report.output), summary)
     _log_summary(command.reports, summary)
     return 0 if command.exit_zero else exit_code  # --exit-zero, as ruff's: the reports still say FAIL
+
+
+def _run_matrix(command: CheckCommand, request: CheckRequest, targets: tuple[str, ...],
+                wrong: Callable[[str], NoReturn]) -> int:
+    """Every model against every release: one report, text or JSON (customops.report.matrix)."""
+    from customops.app.check_command import report_base
+    from customops.app.matrix import run_matrix
+    from customops.report.matrix import as_json, render_text
+
+    unsupported = [r.format for r in command.reports if r.format not in ("text", "json")]
+    if unsupported:
+        wrong(f"several releases give one report, text or JSON: not {', '.join(unsupported)} (yet)")
+    if command.fail_on_target is not None and command.fail_on_target not in targets:
+        wrong(f"--fail-on-target {command.fail_on_target}: not one of the releases checked ({', '.join(targets)})")
+    matrix = run_matrix(request, targets)
+    for report in command.reports:
+        base = report_base(report, command.base_dir, request)
+        emit(as_json(matrix, base) if report.format == "json" else render_text(matrix), report.output)
+    exit_code = matrix.exit_code(command.fail_on_target)
+    return 0 if command.exit_zero else exit_code
 
 
 def _real(path: str) -> str:

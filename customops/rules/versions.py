@@ -41,6 +41,15 @@ class Shortfall(NamedTuple):
     provided: str
 
 
+class Undecided(NamedTuple):
+    """What the facts cannot decide of a library: it needs libcudart.so.12, and the release's CUDA is not known."""
+
+    model: str | None
+    library: str
+    needed: str  # the SONAME or symbol version it needs
+    unknown: str  # what the facts do not say: "CUDA", "TensorRT", "GLIBCXX"
+
+
 def check(ctx: RuleContext) -> list[Finding]:
     return string_abi_mismatches(ctx)
 
@@ -95,6 +104,39 @@ def major_mismatches(info, facts) -> list[Mismatch]:
                                   f"{TENSORRT.label} {facts.tensorrt}"))
         if stem == "libcudart" and facts.cuda and facts.cuda.split(".")[0] != major:
             found.append(Mismatch(needed, Code.CO502, f"CUDA {major}", f"CUDA {facts.cuda}"))
+    return found
+
+
+def unknown_versions(info, facts) -> list[tuple[str, str]]:
+    """(what the library needs, what the facts do not say) for each need whose version the facts lack: a versioned
+    runtime's SONAME (libcudart.so.12 without the CUDA version) or a symbol version (GLIBCXX_3.4.32 without the
+    container's GLIBCXX)."""
+    found = []
+    for needed in info.needed:
+        match = SONAME_MAJOR.match(needed)
+        stem = match.group("stem") if match else ""
+        if stem == TENSORRT.version_stem and not facts.tensorrt:
+            found.append((needed, TENSORRT.label))
+        elif stem == "libcudart" and not facts.cuda:
+            found.append((needed, "CUDA"))
+    provided = {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi}
+    found += [(needed, family) for family, needed in version_maxima(info).items()
+              if family in provided and not provided[family]]
+    return found
+
+
+def undecided(rules: RuleContext) -> list[Undecided]:
+    """Without the container's libraries: what its facts cannot decide of each library (a release whose CUDA no
+    source states, for a library that needs libcudart.so.12). Not a finding, and not a pass: the upgrade matrix
+    shows such a target as undecided for the model."""
+    facts = rules.triton.container.facts
+    found = []
+    for step in rules.steps:
+        try:
+            info = rules.reader.read(step.host_path)
+        except ElfError:
+            continue
+        found += [Undecided(step.model, step.path, needed, what) for needed, what in unknown_versions(info, facts)]
     return found
 
 

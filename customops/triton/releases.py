@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from customops import packagedata
+from customops.errors import CustomopsError, printable
 from customops.frameworks import PYTHON, TENSORRT
 
 VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
@@ -124,9 +125,39 @@ def release_of_server(version: str | None) -> str | None:
     return name_of(nearest.months + minor - _minor(nearest.server))
 
 
+def targets(text: str) -> tuple[str, ...]:
+    """The releases `--triton-release` names: YY.MM, several (`24.12,25.03,25.11`), a range (`24.08..25.11`: every
+    release between, both included) or `latest` (the newest the table knows the server of); each one the table
+    knows the server of, in order, once. CustomopsError (exit 2) for one it does not."""
+    checkable = [r.name for r in releases() if r.server]
+    found: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        first, dots, last = part.partition("..")
+        if part == "latest":
+            found.append(checkable[-1])
+        elif dots:
+            for end in (first, last):
+                _known(end, checkable)
+            found += [n for n in checkable if months(first) <= months(n) <= months(last)]
+        else:
+            found.append(_known(part, checkable))
+    return tuple(sorted(dict.fromkeys(found), key=months))
+
+
+def _known(name: str, checkable: list[str]) -> str:
+    if name not in checkable:
+        why = "the built-in table knows too little of it (not its server)" if release(name) else "unknown release"
+        raise CustomopsError(f"--triton-release {printable(name)}: {why}; the table knows {checkable[0]} to "
+                             f"{checkable[-1]} (customops releases), else give its profile or its image")
+    return name
+
+
 def months(name: str) -> int:
-    year, month = name.split(".")
-    return int(year) * 12 + int(month) - 1
+    """YY.MM as a count of months (a name that is not one: CustomopsError)."""
+    match = re.fullmatch(r"(\d\d)\.(\d\d)", name)
+    if match is None:
+        raise CustomopsError(f"--triton-release {printable(name)}: not a release (YY.MM, A..B, latest)")
+    return int(match.group(1)) * 12 + int(match.group(2)) - 1
 
 
 def name_of(count: int) -> str:

@@ -1,0 +1,78 @@
+"""`check --triton-release A,B,C` (or `A..B`, `latest`): the upgrade question, every model against every target in
+one run. Each target is one check of the same request against that release's cited facts
+(customops.triton.releases); the ELF facts of each library are read once for all of them (the reader's cache).
+What the matrix says is derived from those runs: each model's failing codes per target, each distinct finding with
+the targets it occurs in, and the newest target where everything loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from customops.app.checking import CheckRun, check_repositories
+from customops.app.request import CheckRequest
+from customops.findings import Finding
+
+
+@dataclass(frozen=True)
+class Matrix:
+    targets: tuple[str, ...]  # oldest first
+    runs: tuple[CheckRun, ...]  # one per target, in that order
+
+    def models(self) -> list[str]:
+        return sorted({m.name for run in self.runs for m in run.result.models})
+
+    def failing(self, model: str, index: int) -> tuple[str, ...]:
+        """The codes that fail `model` against the target at `index` (findings at or above --fail-on)."""
+        run = self.runs[index]
+        return tuple(sorted({str(f.code) for f in run.result.findings if f.model == model and f.level >= run.fail_on}))
+
+    def undecided(self, model: str, index: int) -> tuple[str, ...]:
+        """What the target's facts cannot decide of `model`'s libraries ("libcudart.so.12: CUDA")."""
+        return tuple(sorted({f"{u.needed}: {u.unknown}" for u in self.runs[index].result.undecided
+                             if u.model == model}))
+
+    def decided(self, index: int) -> bool:
+        """Whether the target's facts decide every model: no library needs what they do not say."""
+        return not self.runs[index].result.undecided
+
+    def findings(self) -> list[tuple[Finding, tuple[str, ...]]]:
+        """Each distinct finding once, with the targets it occurs in (in the order they first occur)."""
+        found: dict[tuple, tuple[Finding, list[str]]] = {}
+        for target, run in zip(self.targets, self.runs, strict=True):
+            for f in run.result.findings:
+                key = (f.code, f.model, f.library, f.symbol, f.version, f.message)
+                found.setdefault(key, (f, []))[1].append(target)
+        return [(f, tuple(targets)) for f, targets in found.values()]
+
+    def differing(self) -> list[tuple[Finding, tuple[str, ...]]]:
+        """The findings some targets have and others do not: what an upgrade changes."""
+        return [(f, t) for f, t in self.findings() if len(t) != len(self.targets)]
+
+    def exit_code(self, target: str | None = None) -> int:
+        """The worst target's (or `target`'s) exit status."""
+        if target is not None:
+            return self.runs[self.targets.index(target)].exit_code
+        return max(run.exit_code for run in self.runs)
+
+    def newest_passing(self) -> str | None:
+        """The newest target where every model loads: no finding at or above --fail-on, and nothing its facts
+        cannot decide (a target whose CUDA no source states does not pass a library that needs libcudart)."""
+        return next((self.targets[i] for i in reversed(range(len(self.targets)))
+                     if self.runs[i].exit_code == 0 and self.decided(i)), None)
+
+
+def release_targets(request: CheckRequest) -> tuple[str, ...]:
+    """The releases `--triton-release` names (none without it); CustomopsError for one the table cannot check."""
+    from customops.triton.releases import targets
+
+    return targets(request.container.release) if request.container.release else ()
+
+
+def with_release(request: CheckRequest, target: str) -> CheckRequest:
+    return replace(request, container=replace(request.container, release=target))
+
+
+def run_matrix(request: CheckRequest, targets: tuple[str, ...]) -> Matrix:
+    """One check per target, each against that release's facts."""
+    runs = tuple(check_repositories(with_release(request, target)) for target in targets)
+    return Matrix(targets, runs)

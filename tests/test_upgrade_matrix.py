@@ -1,0 +1,132 @@
+"""Can we upgrade? (issue #32): `check --triton-release A..B` checks every model against every release in one run,
+from the releases' cited facts (tests/test_releases.py holds them to their sources): a table of models by
+releases, each cell `ok`, the codes that fail there, or `?` where the release's facts cannot decide; the findings
+that differ between releases once each, with the releases they occur in; and the newest release where everything
+loads. What a release's facts decide here: a CUDA runtime of another major (25.08 moved to CUDA 13), symbol
+versions beyond the release's glibc and libstdc++ (24.11 moved to Ubuntu 24.04), the TensorFlow backend's removal
+(25.03)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gcc(out: Path, source: str, *flags: str) -> Path:
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True, capture_output=True)
+    return out
+
+
+def onnxruntime_model(repo: Path, name: str, library: Path) -> None:
+    """A model whose op library is `library` (at /models/NAME/ops/ when mounted)."""
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "ops").mkdir()
+    (repo / name / "ops" / library.name).write_bytes(library.read_bytes())
+    (repo / name / "config.pbtxt").write_text(
+        f'backend: "onnxruntime"\nmodel_operations {{ op_library_filename: "/models/{name}/ops/{library.name}" }}\n')
+
+
+OP = "void *RegisterCustomOps(void *o, const void *a) { (void)o; (void)a; return 0; }\n"
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`cuda_op` links libcudart.so.12; `new_cxx_op` needs GLIBCXX_3.4.32 (libstdc++ of GCC 13.2, Ubuntu 24.04's);
+    `tf` is a TensorFlow model."""
+    work = tmp_path_factory.mktemp("libs")
+    gcc(work / "libcudart.so.12", "int cudaRuntimeGetVersion(int *v) { *v = 12000; return 0; }\n",
+        "-Wl,-soname,libcudart.so.12")
+    cuda = gcc(work / "libcuda_op.so", "extern int cudaRuntimeGetVersion(int *);\n"
+               "int (*const uses)(int *) = cudaRuntimeGetVersion;\n" + OP, f"-L{work}", "-l:libcudart.so.12",
+               "-Wl,--no-as-needed")
+    stub = work / "stdcxx"
+    stub.mkdir()
+    (stub / "v.map").write_text("GLIBCXX_3.4.32 { global: *; };\n")
+    gcc(stub / "libstdc++.so.6", "int newer_cxx(void) { return 1; }\n", "-Wl,-soname,libstdc++.so.6",
+        f"-Wl,--version-script={stub / 'v.map'}")
+    cxx = gcc(work / "libnew_cxx_op.so", "extern int newer_cxx(void);\nint (*const uses)(void) = newer_cxx;\n" + OP,
+              f"-L{stub}", "-l:libstdc++.so.6", "-Wl,--no-as-needed")
+    repo = tmp_path_factory.mktemp("repo") / "models"
+    onnxruntime_model(repo, "cuda_op", cuda)
+    onnxruntime_model(repo, "new_cxx_op", cxx)
+    (repo / "tf" / "1").mkdir(parents=True)
+    (repo / "tf" / "1" / "model.graphdef").write_bytes(b"")
+    (repo / "tf" / "config.pbtxt").write_text('backend: "tensorflow"\n')
+    return repo
+
+
+def check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "customops", "check", *args, "--no-cache"], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def matrix(repository: Path, releases: str, tmp_path: Path, *more: str) -> dict:
+    out = check(str(repository), "--triton-release", releases, "--format", "json", *more, cwd=tmp_path)
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_plugin_on_cuda_12_loads_until_the_release_that_moved_to_cuda_13(repository, tmp_path):
+    """25.08 is the first release on CUDA 13 (its release notes); 25.07 and 25.09's notes state no CUDA, so the
+    matrix cannot say the plugin loads there: `?`, and they do not count as passing."""
+    report = matrix(repository, "25.06..25.10", tmp_path, "--load-model", "cuda_op")
+    (model,) = report["models"]
+    assert model["failing"] == {"25.06": [], "25.07": [], "25.08": ["CO502"], "25.09": [], "25.10": ["CO502"]}
+    assert set(model["undecided"]) == {"25.07", "25.09"} and model["undecided"]["25.07"] == ["libcudart.so.12: CUDA"]
+    assert report["newest_passing"] == "25.06" and not report["ok"]
+    co502 = [f for f in report["findings"] if f["code"] == "CO502"]
+    assert [f["targets"] for f in co502] == [["25.08"], ["25.10"]]  # their messages name each release's CUDA
+    assert "CUDA 13.0.0.044" in co502[0]["message"]
+
+
+def test_a_library_needing_gcc_13s_libstdcxx_loads_from_the_move_to_ubuntu_24_04(repository, tmp_path):
+    report = matrix(repository, "24.10,24.11", tmp_path, "--load-model", "new_cxx_op")
+    (model,) = report["models"]
+    assert model["failing"] == {"24.10": ["CO306"], "24.11": []} and report["newest_passing"] == "24.11"
+    (finding,) = [f for f in report["findings"] if f["code"] == "CO306"]
+    assert finding["targets"] == ["24.10"] and "GLIBCXX_3.4.30" in finding["message"]
+
+
+def test_a_tensorflow_model_fails_from_the_release_that_dropped_the_backend(repository, tmp_path):
+    report = matrix(repository, "25.01..25.04", tmp_path, "--load-model", "tf")
+    assert report["models"][0]["failing"] == {"25.01": [], "25.02": [], "25.03": ["CO203"], "25.04": ["CO203"]}
+    (finding,) = [f for f in report["findings"] if f["code"] == "CO203"]
+    assert finding["targets"] == ["25.03", "25.04"]  # one finding, both releases: not the same finding twice
+    assert report["newest_passing"] == "25.02"
+
+
+def test_the_text_table_shows_each_model_by_release_and_names_the_newest_that_loads(repository, tmp_path):
+    out = check(str(repository), "--triton-release", "25.02,25.06,25.08", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()
+            if line.split()[:1] and line.split()[0] in ("model", "cuda_op", "new_cxx_op", "tf")}
+    assert rows["model"] == ["25.02", "25.06", "25.08"]
+    assert rows["cuda_op"] == ["ok", "ok", "CO502"] and rows["tf"] == ["ok", "CO203", "CO203"]
+    assert out.stdout.rstrip().splitlines()[-1] == "Newest release where everything loads: 25.02"
+
+
+def test_the_exit_status_is_the_worst_releases_unless_fail_on_target_picks_one(repository, tmp_path):
+    assert check(str(repository), "--triton-release", "25.02,25.06", "--load-model", "tf", cwd=tmp_path).returncode == 1
+    assert check(str(repository), "--triton-release", "25.02,25.06", "--load-model", "tf", "--fail-on-target",
+                 "25.02", cwd=tmp_path).returncode == 0
+    wrong = check(str(repository), "--triton-release", "25.02,25.06", "--fail-on-target", "24.01", cwd=tmp_path)
+    assert wrong.returncode == 2 and "not one of the releases checked" in wrong.stderr
+
+
+def test_latest_is_one_release_checked_as_any_other(repository, tmp_path):
+    newest = matrix(repository, "latest", tmp_path, "--load-model", "tf")
+    assert newest["schema"] == "customops.check/1" and [f["code"] for f in newest["findings"]] == ["CO203"]
+
+
+def test_several_releases_in_a_format_the_matrix_does_not_have_is_a_usage_error(repository, tmp_path):
+    out = check(str(repository), "--triton-release", "25.02,25.06", "--format", "sarif", cwd=tmp_path)
+    assert out.returncode == 2 and "not sarif" in out.stderr
