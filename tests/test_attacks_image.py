@@ -219,3 +219,154 @@ def test_a_piped_archive_that_ends_early_is_refused_in_one_line(tmp_path, cut):
     assert result.returncode == 2 and result.stdout == b"", result
     (line,) = result.stderr.decode().splitlines()
     assert "docker-archive:/dev/stdin" in line
+
+
+# Found by review (session 8): daemons that block, archives that describe two images, what a run leaves behind -----
+
+
+def daemon_check(tmp_path, script: str, *args: str, runtime: str = "docker", timeout: int = 120):  # type: ignore[no-untyped-def]
+    """`customops check EXAMPLE --image RUNTIME:triton:test ARGS` with a `runtime` command of the test's own."""
+    import subprocess
+    import sys
+
+    from image_tools import ROOT
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / runtime).write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / runtime).chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    transport = "docker-daemon" if runtime == "docker" else "podman"
+    return subprocess.run([sys.executable, "-m", "customops", "check", str(EXAMPLE), "--image",
+                           f"{transport}:triton:test", "--cache-dir", str(tmp_path / "cache"), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def small_archive(tmp_path):  # type: ignore[no-untyped-def]
+    return images.docker_archive(tmp_path / "image.tar", [[("dir", "etc"), ("file", "etc/os-release", b"ID=x\n",
+                                                                                0o644)]])
+
+
+def test_a_daemon_that_says_much_before_its_archive_is_read_as_it_sends_it(tmp_path):
+    archive = small_archive(tmp_path)
+    said = daemon_check(tmp_path, f'[ "$1" = save ] || exit 1\nhead -c 300000 /dev/zero | tr "\\0" x >&2\n'
+                                  f'exec cat {archive}')
+    assert said.returncode in (0, 1) and "Traceback" not in said.stderr, said.stderr[-500:]
+
+
+@pytest.mark.parametrize("after", ["garbage", "more"])
+def test_a_daemon_that_does_not_stop_sending_is_refused_in_one_line(tmp_path, after):
+    archive = small_archive(tmp_path)
+    first = f"cat {archive}; " if after == "more" else ""
+    said = daemon_check(tmp_path, f'[ "$1" = save ] || exit 1\n{first}head -c 3000000 /dev/urandom\nexit 0')
+    assert said.returncode == 2 and len(said.stderr.splitlines()) == 1, said.stderr[-500:]
+
+
+def test_a_podman_id_without_its_prefix_names_the_kept_configuration(tmp_path):
+    archive = small_archive(tmp_path)
+    with __import__("tarfile").open(archive) as members:
+        config = json.load(members.extractfile("manifest.json"))[0]["Config"].removesuffix(".json")  # type: ignore[arg-type]
+    saves = tmp_path / "saves"
+    script = (f'[ "$1 $2" = "image inspect" ] && echo {config} && exit 0\n'
+              f'[ "$1 $2" = "image save" ] && echo saved >> {saves} && exec cat {archive}\nexit 1')
+    for _ in range(2):
+        assert daemon_check(tmp_path, script, runtime="podman").returncode in (0, 1)
+    assert saves.read_text().splitlines() == ["saved"]
+
+
+def test_a_fifo_where_a_configuration_is_kept_does_not_block_the_check(tmp_path):
+    archive = small_archive(tmp_path)
+    with __import__("tarfile").open(archive) as members:
+        config = json.load(members.extractfile("manifest.json"))[0]["Config"].removesuffix(".json")  # type: ignore[arg-type]
+    (tmp_path / "cache" / "images" / "configs").mkdir(parents=True)
+    os.mkfifo(tmp_path / "cache" / "images" / "configs" / config)
+    script = f'[ "$1 $2" = "image inspect" ] && echo sha256:{config} && exit 0\n[ "$1" = save ] && exec cat {archive}'
+    assert daemon_check(tmp_path, script, timeout=60).returncode in (0, 1)
+
+
+def test_an_image_name_that_would_be_an_option_is_refused(tmp_path):
+    said = daemon_check(tmp_path, "exit 1", "--format", "json")
+    refused = __import__("subprocess").run(
+        [__import__("sys").executable, "-m", "customops", "check", str(EXAMPLE), "--image", "docker-daemon:-v=/:/x"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(__import__("image_tools").ROOT)})
+    assert said.returncode == 2 and refused.returncode == 2 and "starts with '-'" in refused.stderr
+
+
+def two_descriptions(tmp_path):  # type: ignore[no-untyped-def]
+    """An archive whose manifest.json names one image and whose index.json another (docker 25 writes both)."""
+    import tarfile
+
+    layout = images.oci_layout(tmp_path / "a", [[("dir", "etc"), ("file", "etc/os-release", b"ID=a\n", 0o644)]])
+    docker = images.docker_archive(tmp_path / "b.tar", [[("dir", "etc"), ("file", "etc/os-release", b"ID=b\n",
+                                                                              0o644)]])
+    both = tmp_path / "both.tar"
+    with tarfile.open(both, "w") as out, tarfile.open(docker) as theirs:
+        for member in theirs.getmembers():
+            out.addfile(member, theirs.extractfile(member) if member.isfile() else None)
+        for name in ("oci-layout", "index.json", "blobs"):
+            out.add(layout / name, arcname=name)
+    return both
+
+
+def test_an_archive_describing_two_images_is_refused_however_it_is_given(tmp_path):
+    import subprocess
+    import sys
+
+    from image_tools import ROOT
+
+    both = two_descriptions(tmp_path)
+    (tmp_path / "both.tar.gz").write_bytes(gzip.compress(both.read_bytes()))
+    runs = [customops("check", str(EXAMPLE), "--image", ref, "--cache-dir", str(tmp_path / f"c{n}"))
+            for n, ref in enumerate((str(both), f"docker-archive:{both}", f"oci-archive:{both}",
+                                     str(tmp_path / "both.tar.gz")))]
+    piped = subprocess.run([sys.executable, "-m", "customops", "check", str(EXAMPLE), "--image",
+                            "docker-archive:/dev/stdin", "--cache-dir", str(tmp_path / "cp")], input=both.read_bytes(),
+                           capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert [r.returncode for r in runs] == [2] * 4 and piped.returncode == 2
+    assert all("describe different images" in r.stderr for r in runs) and b"different images" in piped.stderr
+
+
+def test_a_blob_that_is_neither_a_layer_nor_json_is_passed_by_unless_the_image_names_it(tmp_path):
+    import tarfile
+
+    layout = images.oci_layout(tmp_path / "layout", [[("dir", "etc"), ("file", "etc/os-release", b"ID=x\n", 0o644)]])
+    sbom = b"SPDXVersion: SPDX-2.3\nDataLicense: CC0-1.0\n" * 50
+    (layout / "blobs/sha256" / hashlib.sha256(sbom).hexdigest()).write_bytes(sbom)
+    archive = images.oci_archive(layout, tmp_path / "image.tar")
+    packed = tmp_path / "image.tar.gz"
+    with tarfile.open(archive) as check_members:
+        assert any(m.name.endswith(hashlib.sha256(sbom).hexdigest()) for m in check_members.getmembers())
+    packed.write_bytes(gzip.compress(archive.read_bytes()))
+    plain = customops("check", str(EXAMPLE), "--image", f"oci-archive:{archive}", "--cache-dir", str(tmp_path / "a"))
+    streamed = customops("check", str(EXAMPLE), "--image", f"oci-archive:{packed}", "--cache-dir", str(tmp_path / "b"))
+    assert plain.returncode == streamed.returncode != 2, streamed.stderr
+
+
+def test_no_cache_leaves_nothing_behind(tmp_path):
+    import subprocess
+    import sys
+
+    from image_tools import ROOT
+
+    layout = images.oci_layout(tmp_path / "layout", [[("dir", "etc"), ("file", "etc/os-release", b"ID=x\n", 0o644)]])
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    ran = subprocess.run([sys.executable, "-m", "customops", "check", str(EXAMPLE), "--image", f"oci:{layout}",
+                          "--no-cache"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temporary)})
+    assert ran.returncode in (0, 1), ran.stderr
+    assert list(temporary.iterdir()) == []
+
+
+def test_a_layout_whose_blob_is_rewritten_in_place_is_checked_anew(tmp_path):
+    """The report cache keys a layout by its index and every blob: a manifest rewritten in place is read again,
+    and refused (a layer's content stays what its digest names: the layer cache answers by digest)."""
+    layout = images.oci_layout(tmp_path / "layout", [[("file", "etc/os-release", b"ID=test\n", 0o644)]])
+    first = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
+                      str(tmp_path / "cache"))
+    assert first.returncode in (0, 1), first.stderr
+    manifest = next(p for p in (layout / "blobs/sha256").iterdir() if b'"layers"' in p.read_bytes())
+    manifest.write_bytes(manifest.read_bytes().replace(b'"schemaVersion": 2', b'"schemaVersion": 2 '))
+    again = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
+                      str(tmp_path / "cache"))
+    assert again.returncode == 2 and "does not have the digest" in again.stderr

@@ -234,3 +234,24 @@ def test_an_archive_saved_anew_at_the_same_path_is_checked_anew(container, repos
     before = check()
     images.docker_archive(archive, layers)  # libnvinfer.so.10 whited out, then back as another file
     assert check() != before
+
+
+@pytest.mark.parametrize("library_path", ["lib;/nowhere", ":lib"])
+def test_a_profile_searches_an_images_library_path_as_ld_so_splits_it(container, library_path, tmp_path):
+    """`;` separates LD_LIBRARY_PATH entries as `:` does, and a relative entry starts at the server's working
+    directory (the image's WorkingDir): the profile made from the image finds what the image check finds."""
+    extra, op = op_library_needing(container, tmp_path)
+    layers = [*changes(container)[:1], [("dir", "opt/extra"), ("dir", "opt/extra/lib"),
+                                         ("file", "opt/extra/lib/libextra.so", extra, 0o755)]]
+    layout = images.oci_layout(tmp_path / "layout", layers, env={"LD_LIBRARY_PATH": library_path},
+                               workdir="/opt/extra")
+    repo = onnxruntime_repository(tmp_path / "models", op)
+    profile = tmp_path / "p.json"
+    assert customops("profile", "create", "--image", f"oci:{layout}", "-o", str(profile),
+                     cache=tmp_path / "cache").returncode == 0
+
+    def missing(*against: str) -> list[str]:
+        out = customops("check", str(repo), *against, "--format", "json", "--cache-dir", str(tmp_path / "c"))
+        return [f["code"] for f in json.loads(out.stdout)["findings"] if f["code"] == "CO302"]
+
+    assert missing("--image", f"oci:{layout}") == missing("--profile", str(profile)) == []

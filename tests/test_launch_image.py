@@ -50,13 +50,30 @@ def test_the_server_runs_in_the_image_with_the_variables_and_mounts_the_check_mo
         [sys.executable, "-m", "customops", "check", str(repository), "--image", "docker-daemon:triton:test",
          "--format", "json"], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT).stdout)["plan"]
     image_at = argv.index("triton:test")
-    assert argv[:3] == ["run", "--rm", "--gpus=all"]
+    assert argv[:4] == ["run", "--rm", "--platform=linux/amd64", "--gpus=all"]  # the platform checked
     assert f"--volume={repository}:/models:ro" in argv[:image_at]
     # customops' entries, which the check's plan lists, then the image's own, as the check's scenario merges them
     assert f"--env=LD_PRELOAD={checked['ld_preload']}:/opt/vendor/libpre.so" in argv[:image_at]
     # the server told where its repository is mounted, and given the plugins the check's plan adds
     assert argv[image_at + 1:] == ["tritonserver", "--model-repository=/models", *checked["server_args"]]
     assert checked["server_args"] and all(a.startswith("--backend-config=tensorrt,") for a in checked["server_args"])
+
+
+def test_the_image_run_is_the_one_checked_by_its_id(example, tmp_path):
+    """docker run resolves a name again when it runs (a re-tag, a pull): the ID the daemon gave the image that was
+    checked is what runs."""
+    container, repository = example
+    archive = images.docker_archive(tmp_path / "image.tar", [images.tree(container)])
+    ran = tmp_path / "ran"
+    image_id = "sha256:" + "ab" * 32
+    env = fake_daemon(tmp_path / "bin", f'[ "$1" = save ] && exec cat {archive}\n'
+                                        f'[ "$1 $2" = "image inspect" ] && echo {image_id} && exit 0\n'
+                                        f'printf "%s\\n" "$@" > {ran}\nexit 0')
+    started = launch({**env, "CUSTOMOPS_CACHE_DIR": str(tmp_path / "cache")}, "--image", "docker-daemon:triton:test",
+                     "--warn-only", "--", "tritonserver", f"--model-repository={repository}")
+    assert started.returncode == 0, started.stderr
+    argv = ran.read_text().splitlines()
+    assert image_id in argv and "triton:test" not in argv
 
 
 def test_a_failing_check_starts_nothing(example, daemon):

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import TYPE_CHECKING
 
 from customops.app.launch import environment_for, mounts_for, prepare
 from customops.app.launch_decision import Decision, FailureReport, LaunchRequest
 from customops.app.server_command import settings
 from customops.errors import CustomopsError
-from customops.image.identity import RUNTIMES
+from customops.image.identity import RUNTIMES, inspected_id
 from customops.image.reference import DEFAULT_PLATFORM
 from customops.triton.mounts import Mounts, container_of, parse_mount
 from customops.triton.serverargs import option_named, parse
-
-if TYPE_CHECKING:
-    from customops.image.reference import ImageReference
 
 
 def decide_in_image(request: LaunchRequest, image: str, failure_report: FailureReport,
@@ -40,6 +36,7 @@ def decide_in_image(request: LaunchRequest, image: str, failure_report: FailureR
         raise CustomopsError(f"--image {image}: launch starts the server in the image through the daemon that holds "
                              "it: load it (docker load -i FILE, or skopeo copy) and name it docker-daemon:NAME or "
                              "podman:NAME (`customops check --image` checks it as it is)")
+    checked_id = inspected_id(ref)  # run that image, not whatever the name names when docker run resolves it
     argv = list(request.server_argv)
     server = settings(parse(argv))
     reader = ElfReader(use_cache=request.use_cache)
@@ -62,15 +59,17 @@ def decide_in_image(request: LaunchRequest, image: str, failure_report: FailureR
         server_argv, environment = launch.argv, launch.environment
         report = failure_report(launch)
         notes = [*container.notes, *launch.shown_notes(report is not None)]
-    command = run_command(runtime, ref, run_args, mounts, environment, in_container(server_argv, root, mounts))
+    command = run_command(runtime, checked_id or ref.path, (f"--platform={platform}", *run_args), mounts, environment,
+                          in_container(server_argv, root, mounts))
     return Decision(command, {}, notes, report)
 
 
-def run_command(runtime: str, ref: ImageReference, run_args: tuple[str, ...], mounts: Mounts,
-                environment: dict[str, str], server_argv: list[str]) -> list[str]:
+def run_command(runtime: str, image: str, run_args: tuple[str, ...], mounts: Mounts, environment: dict[str, str],
+                server_argv: list[str]) -> list[str]:
+    """`image`: the ID the daemon gave the image checked (else its name)."""
     volumes = [f"--volume={host}:{inside}:ro" for inside, host in mounts]
     variables = [f"--env={name}={value}" for name, value in sorted(environment.items())]
-    return [runtime, "run", "--rm", *run_args, *volumes, *variables, ref.path, *server_argv]
+    return [runtime, "run", "--rm", *run_args, *volumes, *variables, image, *server_argv]
 
 
 def in_container(argv: list[str], root: str, mounts: Mounts) -> list[str]:

@@ -90,10 +90,9 @@ def image_root(text: str, cache_dir: str | os.PathLike[str] | None, platform: st
                repositories: bool = False) -> tuple[Image, Path]:
     """The image `text` names and its root in customops' cache (one of its own that goes at exit with --no-cache),
     with the model repositories its command line names where `repositories` asks; read once per run."""
-    import atexit
-    import shutil
     import tempfile
 
+    from customops import cleanup
     from customops.cachedir import trusted_root
     from customops.image.opened import open_image, root_of
     from customops.image.reference import parse
@@ -101,9 +100,9 @@ def image_root(text: str, cache_dir: str | os.PathLike[str] | None, platform: st
     key = (text, None if cache_dir is None else os.fspath(cache_dir), platform)
     if key not in _OPENED:
         cache = trusted_root(os.fspath(cache_dir)) if cache_dir is not None else None
-        if cache is None:
+        if cache is None:  # --no-cache: a directory of its own, removed however the run ends
             cache = Path(tempfile.mkdtemp(prefix="customops-image-"))
-            atexit.register(shutil.rmtree, cache, ignore_errors=True)
+            cleanup.register(str(cache))
         _OPENED[key] = open_image(parse(text), cache / "images", platform)
     _OPENED[key], root = root_of(_OPENED[key], repositories)
     return _OPENED[key].image, root

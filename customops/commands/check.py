@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from customops.errors import CustomopsError, InputError, printable
-from customops.image.reference import DEFAULT_PLATFORM
+from customops.image.reference import DEFAULT_PLATFORM, platform
 from customops.outputs import remove_stale, write_file
 from customops.report.formats import FORMATS
 
@@ -87,7 +87,7 @@ def _add_container_options(p: argparse.ArgumentParser) -> None:
                        "table")
     where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
                        "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
-    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH", type=platform,
                    help="with --image: the image of a multi-platform index to check (default: %(default)s)")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
                    help="the server's --backend-directory, inside the container (default: %(default)s)")

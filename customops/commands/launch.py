@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from customops.errors import CustomopsError, printable
-from customops.image.reference import DEFAULT_PLATFORM
+from customops.image.reference import DEFAULT_PLATFORM, platform
 
 if TYPE_CHECKING:
     from customops.app.launch import Launch
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--image", metavar="REF", help="check against this image, then start the server in it with its "
                    "daemon (docker-daemon:NAME[:TAG] runs `docker run`, podman:NAME[:TAG] `podman run`), the "
                    "variables customops sets given with --env and the repositories of this machine mounted")
-    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+    p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH", type=platform,
                    help="with --image: the image of a multi-platform index (default: %(default)s)")
     p.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                    help="with --image: an argument for `docker run` before the image, e.g. --run-arg=--gpus=all "

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from customops.errors import CustomopsError, printable
-from customops.image.reference import DEFAULT_PLATFORM
+from customops.image.reference import DEFAULT_PLATFORM, platform
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "oci:DIR[:TAG], oci-archive:FILE[:TAG]); or, with --container-root or inside the image, "
                              "only its name as you pull it (nvcr.io/nvidia/tritonserver:24.12-py3): recorded, and "
                              "named by every check against the profile")
-    create.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH",
+    create.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH", type=platform,
                         help="with --image: the image of a multi-platform index to profile (default: %(default)s)")
     create.add_argument("server_args", nargs="*", metavar="-- TRITONSERVER_ARG",
                         help="the server's arguments, recorded: a check against the profile reads its backend "

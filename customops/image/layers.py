@@ -11,6 +11,7 @@ text, a device node or a FIFO are recorded as what they are and never written; c
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
 import json
@@ -180,13 +181,12 @@ def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: st
         (staging / INDEX).write_text(json.dumps([asdict(e) for e in entries]))
         (staging / DIFF_ID).write_text(tar_stream.hexdigest())
         done = cache / kept_name(blob.hexdigest().split(":", 1)[1], keep)
-        try:
+        with contextlib.suppress(OSError):  # another check kept it first: this staging goes below
             staging.rename(done)
-        except OSError:  # another check kept it first
-            shutil.rmtree(staging, ignore_errors=True)
     except UNREADABLE as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise InputError(image, f"layer {digest or '(streamed)'}: {exc}") from None
+    finally:  # refused, interrupted (SIGINT, the CLI's SIGTERM) or renamed into place: no staging stays behind
+        shutil.rmtree(staging, ignore_errors=True)
     return done
 
 

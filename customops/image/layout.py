@@ -89,8 +89,28 @@ class Image:
 
 def read_image(ref: ImageReference, platform: str = "linux/amd64") -> Image:
     """The image `ref` names; InputError (exit 2) naming the image and the reason when it cannot be read."""
-    return guarded(ref, lambda: _docker_archive(ref) if ref.transport is Transport.DOCKER_ARCHIVE
-                   else _oci(ref, platform))
+    if ref.transport is Transport.OCI:
+        return guarded(ref, lambda: _oci(ref, platform))
+    return described(ref, _Files(ref), platform)
+
+
+def described(ref: ImageReference, files: _Files, platform: str) -> Image:
+    """The image an archive describes: by manifest.json as `docker load` reads it, by index.json as an OCI
+    archive is read (`oci-archive:`, or no manifest.json). An archive holding both (docker 25 writes both) must
+    describe one image with them: two descriptions naming different configurations are refused, so that how the
+    archive is given (a file, compressed, on a pipe) never changes which image is checked."""
+    docker = files.has("manifest.json")
+    use_oci = ref.transport is Transport.OCI_ARCHIVE or not docker
+    chosen = guarded(ref, lambda: _oci(ref, platform, files) if use_oci else _docker_archive(ref, files))
+    if docker and files.has("index.json") and files.has("oci-layout"):
+        try:
+            other = (_docker_archive(ref, files) if use_oci else _oci(ref, platform, files)).config_digest
+        except (InputError, OSError, tarfile.TarError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+            other = None  # the other description names nothing readable: the one read stands
+        if other is not None and other != chosen.config_digest:
+            raise InputError(str(ref), f"its manifest.json and its index.json describe different images "
+                             f"({chosen.config_digest[:19]} and {other[:19]}): not read")
+    return chosen
 
 
 def guarded(ref: ImageReference, read: Callable[[], Image]) -> Image:
@@ -113,10 +133,17 @@ class _Files:
             tarfile.open(ref.path, "r:*")  # noqa: SIM115 (read from while the image is)
         self.members = {m.name.removeprefix("./"): m for m in self.archive.getmembers()} if self.archive else {}
 
+    def has(self, name: str) -> bool:
+        if self.documents is not None:
+            return name in self.documents
+        if self.archive is None:
+            return os.path.isfile(os.path.join(self.ref.path, name))
+        return name in self.members
+
     def open(self, name: str) -> IO[bytes]:
         if self.documents is not None:
             if name not in self.documents:
-                raise InputError(str(self.ref), f"{name}: not in what the daemon sent")
+                raise InputError(str(self.ref), f"{name}: not in what the stream held")
             return io.BytesIO(self.documents[name])
         if self.archive is None:
             path = os.path.join(self.ref.path, name)

@@ -7,6 +7,7 @@ file `docker-archive:` (or `oci-archive:` when it holds `oci-layout`)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,16 @@ class ImageReference:
         return f"{self.transport.value}:{self.path}" + (f":{self.selector}" if self.selector else "")
 
 
+PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?")  # os/architecture[/variant], as an index lists them
+
+
+def platform(text: str) -> str:
+    """--platform's value; CustomopsError (exit 2) for one that is no os/architecture."""
+    if not PLATFORM.fullmatch(text):
+        raise CustomopsError(f"--platform {text!r}: expected OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64/v8")
+    return text
+
+
 def readable(text: str) -> bool:
     """Whether `text` names an image customops can read (a transport:path, or a path), not only a registry name."""
     transport, _, rest = text.partition(":")
@@ -54,6 +65,8 @@ def parse(text: str) -> ImageReference:
     if transport in {t.value for t in Transport} and rest:
         kind = Transport(transport)
         if kind.streamed:
+            if rest.startswith("-"):  # no image name starts so: it would be an option to the daemon's command
+                raise CustomopsError(f"--image {text}: not an image name (it starts with '-')")
             return ImageReference(kind, rest)  # NAME[:TAG], as the daemon knows it
         path, selector = _split(rest, kind)
         return ImageReference(kind, path, selector)

@@ -10,16 +10,18 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from customops.errors import InputError
 from customops.image.layers import INDEX, UNREADABLE, _Prefixed, decompressed, keep_layer, kept_name
-from customops.image.layout import JSON_LIMIT, Image, _docker_archive, _Files, _oci, guarded
+from customops.image.layout import JSON_LIMIT, MAX_LAYERS, Image, _Files, described
 from customops.image.reference import ImageReference, Transport
 
 DOCUMENTS = ("manifest.json", "index.json", "oci-layout", "repositories")
 DOCUMENTS_LIMIT = 64 << 20  # bytes of JSON documents held from one stream
+STREAM_LAYERS = 4 * MAX_LAYERS  # layer blobs of one archive (several platforms' images may share one)
 
 
 def read_whole(ref: ImageReference) -> bool:
@@ -44,33 +46,46 @@ def read_archive_stream(ref: ImageReference, cache: Path, platform: str, keep: t
     layers.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with open(ref.path, "rb") as raw:
-            documents = layers_and_documents(decompressed(raw), layers, str(ref), keep)
+            streamed = layers_and_documents(decompressed(raw), layers, str(ref), keep)
     except UNREADABLE as exc:
         raise InputError(str(ref), f"not a readable image archive: {type(exc).__name__}: {exc}") from None
-    return image_of(ref, documents, platform)
+    return image_of(ref, streamed, platform)
 
 
-def image_of(ref: ImageReference, documents: dict[str, bytes], platform: str) -> Image:
-    """The image the documents describe, its layers those the stream kept: an OCI layout's index unless the archive
-    says it is a `docker save` one (manifest.json; docker 25 writes both)."""
-    files = _Files(ref, documents)
-    if ref.transport is Transport.OCI_ARCHIVE or ("manifest.json" not in documents and "index.json" in documents):
-        return guarded(ref, lambda: _oci(ref, platform, files))
-    return guarded(ref, lambda: _docker_archive(ref, files))
+def image_of(ref: ImageReference, streamed: Streamed, platform: str) -> Image:
+    """The image the documents describe, its layers those the stream kept (customops.image.layout.described); a
+    layer it names that the stream could not read is the reason it is refused."""
+    image = described(ref, _Files(ref, streamed.documents), platform)
+    for layer in image.layers:
+        if layer.digest in streamed.refused:
+            raise InputError(str(ref), streamed.refused[layer.digest])  # "layer sha256:...: why"
+    return image
 
 
-def layers_and_documents(stream: IO[bytes], layers: Path, image: str, keep: tuple[str, ...] = ()) -> dict[str, bytes]:
-    """Read the archive on `stream` to its end: its JSON documents (returned, by name), its layer blobs (kept in
-    `layers`, a blob kept before passed by). A layer is a blob (blobs/sha256/HEX) or a tar (`ID/layer.tar`,
-    podman's `HEX.tar`); anything else (docker's `ID/VERSION`, links between identical layers) is passed by."""
-    documents: dict[str, bytes] = {}
-    held = 0
+@dataclass
+class Streamed:
+    """What an archive's stream held: its JSON documents by name, and the blobs that were neither JSON nor a
+    layer (an SBOM, an attestation), by digest, with why: an error only where the image names one as a layer."""
+
+    documents: dict[str, bytes] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def layers_and_documents(stream: IO[bytes], layers: Path, image: str, keep: tuple[str, ...] = ()) -> Streamed:
+    """Read the archive on `stream` to its end: its JSON documents, its layer blobs (kept in `layers`, a blob kept
+    before passed by). A layer is a blob (blobs/sha256/HEX) or a tar (`ID/layer.tar`, podman's `HEX.tar`); anything
+    else (docker's `ID/VERSION`, links between identical layers) is passed by."""
+    streamed = Streamed()
+    documents = streamed.documents
+    held = layers_seen = 0
     with tarfile.open(fileobj=stream, mode="r|") as archive:
         while (member := archive.next()) is not None:
             archive.members = []  # type: ignore[attr-defined]  # stream mode keeps every member otherwise
             name = member.name.removeprefix("./")
             blob = name.startswith("blobs/sha256/")
             if not member.isfile() or not (blob or name.endswith((".tar", ".json")) or name in DOCUMENTS):
+                if member.size > JSON_LIMIT:  # docker's ID/VERSION, ID/json: a few bytes; nothing else is read
+                    raise InputError(image, f"{name}: {member.size} bytes of neither a layer nor a document")
                 continue
             content = archive.extractfile(member)
             assert content is not None
@@ -81,8 +96,16 @@ def layers_and_documents(stream: IO[bytes], layers: Path, image: str, keep: tupl
                     raise InputError(image, f"{name}: more JSON than an image's documents ({DOCUMENTS_LIMIT >> 20} MB)")
                 documents[name] = head + content.read()
                 continue
+            layers_seen += 1
+            if layers_seen > STREAM_LAYERS:
+                raise InputError(image, f"more than {STREAM_LAYERS} layers in one archive")
             digest = "sha256:" + name.rsplit("/", 1)[1] if blob else None
             if digest is not None and (layers / kept_name(digest.split(":")[1], keep) / INDEX).is_file():
                 continue  # kept by an earlier check: the stream passes it by
-            keep_layer(_Prefixed(head, content), layers, digest, image, keep)  # type: ignore[arg-type]
-    return documents
+            try:
+                keep_layer(_Prefixed(head, content), layers, digest, image, keep)  # type: ignore[arg-type]
+            except InputError as exc:
+                if digest is None:
+                    raise
+                streamed.refused[digest] = exc.reason  # the rest of the member is passed by
+    return streamed

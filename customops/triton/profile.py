@@ -63,7 +63,8 @@ def create(container, server_args: tuple[str, ...] = (), image: str | None = Non
     target = container.target
     root = target.root.rstrip("/") if not target.is_live else ""
     environment = _loader_environment(container.environment)
-    dirs = set(target.system_dirs) | set(EXTRA_DIRS) | set(target.conf_dirs) | _searched(environment)
+    dirs = set(target.system_dirs) | set(EXTRA_DIRS) | set(target.conf_dirs)
+    dirs |= _searched(environment, container.working_directory)
     if target.cache is not None:
         dirs |= {os.path.dirname(e.path) for e in target.cache.entries}
     files: dict[str, dict] = {}
@@ -119,11 +120,14 @@ def _loader_environment(environment: tuple[tuple[str, str], ...]) -> dict[str, s
     return found
 
 
-def _searched(environment: dict[str, str]) -> set[str]:
-    """The directories the loader variables name (absolute, without a $ token): recorded as the system ones are."""
-    entries = re.split("[: ]", environment.get("LD_LIBRARY_PATH", ""))
-    entries += [posixpath.dirname(p) for p in re.split("[: ]", environment.get("LD_PRELOAD", ""))]
-    return {e for e in entries if e.startswith("/") and "$" not in e}
+def _searched(environment: dict[str, str], working_directory: str | None) -> set[str]:
+    """The directories the loader variables name, as ld.so reads them (LD_LIBRARY_PATH split at `:` and `;`,
+    LD_PRELOAD at `:` and spaces; a relative entry, an empty one included, from the server's working directory),
+    without a $ token: recorded as the system ones are."""
+    where = working_directory or "/"
+    entries = re.split("[:;]", environment.get("LD_LIBRARY_PATH", "")) if "LD_LIBRARY_PATH" in environment else []
+    entries += [posixpath.dirname(p) for p in re.split("[: ]", environment.get("LD_PRELOAD", "")) if p]
+    return {posixpath.normpath(posixpath.join(where, e)) for e in entries if "$" not in e}
 
 
 def _real_directory(root: str, top: str, links: dict[str, str]) -> str | None:

@@ -146,7 +146,8 @@ def targets(text: str) -> tuple[str, ...]:
 
 def _known(name: str, checkable: list[str]) -> str:
     if name not in checkable:
-        why = "the built-in table knows too little of it (not its server)" if release(name) else "unknown release"
+        why = "the built-in table knows too little of it (not its server)" if release(name) else \
+            "unknown Triton release"
         raise CustomopsError(f"--triton-release {printable(name)}: {why}; the table knows {checkable[0]} to "
                              f"{checkable[-1]} (customops releases), else give its profile or its image")
     return name
