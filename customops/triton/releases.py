@@ -106,6 +106,7 @@ def release(name: str) -> Release | None:
     return next((r for r in releases() if r.name == name), None)
 
 
+@cache
 def release_of_server(version: str | None) -> str | None:
     """The release (YY.MM) whose server a version such as 2.56.0 is: the table's row where it has one (24.08's
     2.49.0; 25.07 shipped 2.59.1, so from 25.08 on the minor version is no longer the month's offset), else the
