@@ -41,7 +41,8 @@ OP = "void *RegisterCustomOps(void *o, const void *a) { (void)o; (void)a; return
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`cuda_op` links libcudart.so.12; `new_cxx_op` needs GLIBCXX_3.4.32 (libstdc++ of GCC 13.2, Ubuntu 24.04's);
-    `tf` is a TensorFlow model."""
+    `ort_121_op` needs ONNX Runtime 1.21.0's version node; `torch_op` links libtorch_cpu.so; `tf` is a TensorFlow
+    model."""
     work = tmp_path_factory.mktemp("libs")
     gcc(work / "libcudart.so.12", "int cudaRuntimeGetVersion(int *v) { *v = 12000; return 0; }\n",
         "-Wl,-soname,libcudart.so.12")
@@ -55,9 +56,24 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"-Wl,--version-script={stub / 'v.map'}")
     cxx = gcc(work / "libnew_cxx_op.so", "extern int newer_cxx(void);\nint (*const uses)(void) = newer_cxx;\n" + OP,
               f"-L{stub}", "-l:libstdc++.so.6", "-Wl,--no-as-needed")
+    ort = work / "ort"
+    ort.mkdir()
+    (ort / "v.map").write_text("VERS_1.21.0 { global: *; };\n")
+    gcc(ort / "libonnxruntime.so.1", "const void *OrtGetApiBase(void) { return 0; }\n",
+        "-Wl,-soname,libonnxruntime.so.1", f"-Wl,--version-script={ort / 'v.map'}")
+    ort_op = gcc(work / "libort_121_op.so", "extern const void *OrtGetApiBase(void);\n"
+                 "const void *(*const uses)(void) = OrtGetApiBase;\n" + OP, f"-L{ort}", "-l:libonnxruntime.so.1",
+                 "-Wl,--no-as-needed")
+    torch = work / "torch"
+    torch.mkdir()
+    gcc(torch / "libtorch_cpu.so", "int torch_thing(void) { return 1; }\n", "-Wl,-soname,libtorch_cpu.so")
+    torch_op = gcc(work / "libtorch_op.so", "extern int torch_thing(void);\nint (*const uses)(void) = torch_thing;\n",
+                   f"-L{torch}", "-ltorch_cpu", "-Wl,--no-as-needed")
     repo = tmp_path_factory.mktemp("repo") / "models"
     onnxruntime_model(repo, "cuda_op", cuda)
     onnxruntime_model(repo, "new_cxx_op", cxx)
+    onnxruntime_model(repo, "ort_121_op", ort_op)
+    onnxruntime_model(repo, "torch_op", torch_op)
     (repo / "tf" / "1").mkdir(parents=True)
     (repo / "tf" / "1" / "model.graphdef").write_bytes(b"")
     (repo / "tf" / "config.pbtxt").write_text('backend: "tensorflow"\n')
@@ -105,13 +121,15 @@ def test_a_tensorflow_model_fails_from_the_release_that_dropped_the_backend(repo
 
 
 def test_the_text_table_shows_each_model_by_release_and_names_the_newest_that_loads(repository, tmp_path):
-    out = check(str(repository), "--triton-release", "25.02,25.06,25.08", cwd=tmp_path)
+    out = check(str(repository), "--triton-release", "25.02,25.06,25.08", "--load-model", "cuda_op", "--load-model",
+                "new_cxx_op", "--load-model", "tf", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()
             if line.split()[:1] and line.split()[0] in ("model", "cuda_op", "new_cxx_op", "tf")}
     assert rows["model"] == ["25.02", "25.06", "25.08"]
     assert rows["cuda_op"] == ["ok", "ok", "CO502"] and rows["tf"] == ["ok", "CO203", "CO203"]
-    assert out.stdout.rstrip().splitlines()[-1] == "Newest release where everything loads: 25.02"
+    assert out.stdout.rstrip().splitlines()[-1] == ("Newest release where everything loads, as far as its facts "
+                                                     "tell: 25.02")
 
 
 def test_the_exit_status_is_the_worst_releases_unless_fail_on_target_picks_one(repository, tmp_path):
@@ -130,3 +148,19 @@ def test_latest_is_one_release_checked_as_any_other(repository, tmp_path):
 def test_several_releases_in_a_format_the_matrix_does_not_have_is_a_usage_error(repository, tmp_path):
     out = check(str(repository), "--triton-release", "25.02,25.06", "--format", "sarif", cwd=tmp_path)
     assert out.returncode == 2 and "not sarif" in out.stderr
+
+
+def test_an_op_library_linked_against_onnx_runtime_1_21_fails_where_the_release_ships_another(repository, tmp_path):
+    """Each ONNX Runtime release defines only its own version node (VERS_1.20.1): 25.02 ships 1.20.1, 25.03 and
+    25.04 1.21.0, 25.05 1.22.0 (server build.py of each release branch)."""
+    report = matrix(repository, "25.02..25.05", tmp_path, "--load-model", "ort_121_op")
+    assert report["models"][0]["failing"] == {"25.02": ["CO505"], "25.03": [], "25.04": [], "25.05": ["CO505"]}
+    assert report["newest_passing"] == "25.04"
+
+
+def test_a_library_of_a_framework_whose_version_no_source_states_is_undecided_everywhere(repository, tmp_path):
+    """No cited source states the PyTorch of a release: a library that links libtorch_cpu.so is `?`, not ok."""
+    report = matrix(repository, "25.02,25.03", tmp_path, "--load-model", "torch_op")
+    assert report["models"][0]["undecided"] == {"25.02": ["libtorch_cpu.so: PyTorch"],
+                                                "25.03": ["libtorch_cpu.so: PyTorch"]}
+    assert report["newest_passing"] is None

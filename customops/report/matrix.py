@@ -39,8 +39,8 @@ def render_text(matrix: Matrix) -> str:
                       f"{matrix.targets[-1]} shows them)."]
     lines += ["", f"not checked: {NOT_CHECKED}", ""]
     newest = matrix.newest_passing()
-    lines.append(f"Newest release where everything loads: {newest}" if newest else
-                 "No release where everything loads.")
+    lines.append(f"Newest release where everything loads, as far as its facts tell: {newest}" if newest else
+                 "No release where everything loads, as far as its facts tell.")
     return "\n".join(lines) + "\n"
 
 

@@ -35,7 +35,7 @@ from customops.rules import constructors
 from customops.rules.context import RuleContext
 from customops.rules.framework_drift import framework_of, rebuild_against
 from customops.rules.version_nodes import preload_bringing, version_missing, version_not_defined
-from customops.rules.versions import Mismatch, major_mismatch, major_mismatches, version_shortfalls
+from customops.rules.versions import Mismatch, from_facts, major_mismatch, major_mismatches
 from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
 
 SHOWN = 20
@@ -49,7 +49,7 @@ NEEDS_PREDICTION = False  # without one it reports what the facts tell
 
 def check(rules: RuleContext) -> list[Finding]:
     if rules.prediction is None:
-        return _from_facts(rules)
+        return from_facts(rules)
     plan, prediction, ctx, reader = rules.plan, rules.prediction, rules.triton, rules.reader
     findings: list[Finding] = []
     facts = ctx.container.facts
@@ -72,22 +72,6 @@ def check(rules: RuleContext) -> list[Finding]:
             continue  # a dlopen the dead server never makes: the run modelled as if it started reports it
         findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
                                     **_about(step)) for m in found if (step.path, m.code) not in covered]
-    return findings
-
-
-def _from_facts(rules: RuleContext) -> list[Finding]:
-    """CO501/CO502 and CO306 from the container's facts, without its libraries."""
-    facts = rules.triton.container.facts
-    findings: list[Finding] = []
-    for step in rules.steps:
-        try:
-            info = rules.reader.read(step.host_path)
-        except ElfError:
-            continue
-        findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
-                                    **_about(step)) for m in major_mismatches(info, facts)]
-        findings += [version_missing(f"{step.path} needs {s.needed}; the container provides up to {s.provided}",
-                                     version=s.needed, **_about(step)) for s in version_shortfalls(info, facts)]
     return findings
 
 

@@ -16,8 +16,9 @@ from customops.elf.summary import version_key, version_maxima
 from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.frameworks import TENSORRT
+from customops.frameworks import ONNXRUNTIME, TENSORRT, VERSIONED
 from customops.rules.context import RuleContext
+from customops.rules.version_nodes import onnxruntime_release_mismatch, version_missing
 
 NEEDS_PREDICTION = True
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
@@ -107,22 +108,54 @@ def major_mismatches(info, facts) -> list[Mismatch]:
     return found
 
 
+def onnxruntime_nodes(info, facts) -> list[str]:
+    """The ONNX Runtime version nodes (VERS_x.y.z) the library needs of libonnxruntime that the container's release
+    does not define: each release defines only its own node, so one linked against another release is refused."""
+    if not facts.onnxruntime:
+        return []
+    own = f"VERS_{facts.onnxruntime}"
+    return [v.name for need in info.version_needs if need.file.startswith(f"{ONNXRUNTIME.c_api}.so")
+            for v in need.versions if v.name.startswith("VERS_") and v.name != own and not v.is_weak]
+
+
 def unknown_versions(info, facts) -> list[tuple[str, str]]:
     """(what the library needs, what the facts do not say) for each need whose version the facts lack: a versioned
-    runtime's SONAME (libcudart.so.12 without the CUDA version) or a symbol version (GLIBCXX_3.4.32 without the
-    container's GLIBCXX)."""
+    runtime's SONAME (libcudart.so.12 without the CUDA version), a framework's library (libtorch_cpu.so without
+    the container's PyTorch), or a symbol version (GLIBCXX_3.4.32 without the container's GLIBCXX)."""
     found = []
+    frameworks = {stem: f for f in VERSIONED for stem in (f.version_stem, f.c_api) if stem}
     for needed in info.needed:
         match = SONAME_MAJOR.match(needed)
-        stem = match.group("stem") if match else ""
-        if stem == TENSORRT.version_stem and not facts.tensorrt:
-            found.append((needed, TENSORRT.label))
-        elif stem == "libcudart" and not facts.cuda:
+        stem = match.group("stem") if match else needed.split(".so", 1)[0]
+        if stem == "libcudart" and not facts.cuda:
             found.append((needed, "CUDA"))
+        elif stem in frameworks and not getattr(facts, frameworks[stem].backend):
+            found.append((needed, frameworks[stem].label))
     provided = {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi}
     found += [(needed, family) for family, needed in version_maxima(info).items()
               if family in provided and not provided[family]]
     return found
+
+
+def from_facts(rules: RuleContext) -> list[Finding]:
+    """CO501/CO502, CO306 and CO505 from the container's facts, without its libraries."""
+    facts = rules.triton.container.facts
+    findings: list[Finding] = []
+    for step in rules.steps:
+        try:
+            info = rules.reader.read(step.host_path)
+        except ElfError:
+            continue
+        about = {"model": step.model, "library": step.path, "file": step.host_path}
+        findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
+                                    **about) for m in major_mismatches(info, facts)]
+        findings += [version_missing(f"{step.path} needs {s.needed}; the container provides up to {s.provided}",
+                                     version=s.needed, **about) for s in version_shortfalls(info, facts)]
+        findings += [onnxruntime_release_mismatch(
+            f"{step.path} needs ONNX Runtime's version node {node}; the container's ONNX Runtime "
+            f"{facts.onnxruntime} defines VERS_{facts.onnxruntime} only: it was linked against another release",
+            version=node, **about) for node in onnxruntime_nodes(info, facts)]
+    return findings
 
 
 def undecided(rules: RuleContext) -> list[Undecided]:
