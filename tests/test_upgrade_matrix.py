@@ -164,3 +164,19 @@ def test_a_library_of_a_framework_whose_version_no_source_states_is_undecided_ev
     assert report["models"][0]["undecided"] == {"25.02": ["libtorch_cpu.so: PyTorch"],
                                                 "25.03": ["libtorch_cpu.so: PyTorch"]}
     assert report["newest_passing"] is None
+
+
+def test_a_preload_that_fails_fails_the_server_row_for_every_model(repository, tmp_path):
+    """A preload belongs to no one model: when it cannot load, every model goes with the server. The matrix shows it
+    on a row of the server's own, never hidden in `ok` model rows."""
+    import shutil
+
+    repo = tmp_path / "models"
+    shutil.copytree(repository / "tf", repo / "tf")
+    (tmp_path / "lib").mkdir()
+    shutil.copy(repository / "cuda_op" / "ops" / "libcuda_op.so", tmp_path / "lib" / "libcuda_op.so")
+    (tmp_path / "customops.toml").write_text('[host]\npreload = ["lib/libcuda_op.so"]\n')
+    report = matrix(repo, "25.02,25.08", tmp_path, "--manifest", str(tmp_path / "customops.toml"))
+    rows = {m["name"]: m["failing"] for m in report["models"]}
+    assert rows[None] == {"25.02": [], "25.08": ["CO502"]} and rows["tf"] == {"25.02": [], "25.08": ["CO203"]}
+    assert report["newest_passing"] == "25.02"

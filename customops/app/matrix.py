@@ -18,15 +18,21 @@ class Matrix:
     targets: tuple[str, ...]  # oldest first
     runs: tuple[CheckRun, ...]  # one per target, in that order
 
-    def models(self) -> list[str]:
-        return sorted({m.name for run in self.runs for m in run.result.models})
+    def models(self) -> list[str | None]:
+        """Every model, then None for the server itself where a finding or an undecided library is of no one
+        model (a preload: the server does not start, or starts without it, for every model)."""
+        names: list[str | None] = [*sorted({m.name for run in self.runs for m in run.result.models})]
+        process_wide = any(f.model is None for run in self.runs for f in run.result.findings) or \
+            any(u.model is None for run in self.runs for u in run.result.undecided)
+        return [*names, None] if process_wide else names
 
-    def failing(self, model: str, index: int) -> tuple[str, ...]:
-        """The codes that fail `model` against the target at `index` (findings at or above --fail-on)."""
+    def failing(self, model: str | None, index: int) -> tuple[str, ...]:
+        """The codes that fail `model` (None: the server) against the target at `index` (findings at or above
+        --fail-on)."""
         run = self.runs[index]
         return tuple(sorted({str(f.code) for f in run.result.findings if f.model == model and f.level >= run.fail_on}))
 
-    def undecided(self, model: str, index: int) -> tuple[str, ...]:
+    def undecided(self, model: str | None, index: int) -> tuple[str, ...]:
         """What the target's facts cannot decide of `model`'s libraries ("libcudart.so.12: CUDA")."""
         return tuple(sorted({f"{u.needed}: {u.unknown}" for u in self.runs[index].result.undecided
                              if u.model == model}))

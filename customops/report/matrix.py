@@ -11,13 +11,14 @@ from customops import schemas
 from customops.app.matrix import Matrix
 from customops.report.check import finding_record
 
+SERVER_ROW = "(the server)"  # findings of no one model: a preload that fails every model
 NOT_CHECKED = ("loading, symbol resolution, collisions and registrations need each release's files: give its "
                "profile or image (--profile, --image) to check them")
 
 
 def render_text(matrix: Matrix) -> str:
     models = matrix.models()
-    rows = [[m, *(_cell(matrix, m, i) for i in range(len(matrix.targets)))] for m in models]
+    rows = [[m or SERVER_ROW, *(_cell(matrix, m, i) for i in range(len(matrix.targets)))] for m in models]
     header = ["model", *matrix.targets]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
     lines = ["Models against Triton releases (each cell: ok, the codes that fail there, or ? where the release's "
@@ -29,10 +30,14 @@ def render_text(matrix: Matrix) -> str:
         for f, targets in differing:
             where = f" {f.model}:" if f.model else ""
             lines.append(f"  {f.code} {f.level!s}{where} {f.message}  [{', '.join(targets)}]")
-    undecided = [(t, m, u) for i, t in enumerate(matrix.targets) for m in models for u in matrix.undecided(m, i)]
+    undecided: dict[tuple[str, str], list[str]] = {}
+    for i, target in enumerate(matrix.targets):
+        for m in models:
+            for need in matrix.undecided(m, i):
+                undecided.setdefault((m or SERVER_ROW, need), []).append(target)
     if undecided:
-        lines += ["", "Not decided by the release's facts (no cited source states them):"]
-        lines += [f"  {t} {m}: needs {u}" for t, m, u in undecided]
+        lines += ["", "Not decided by the releases' facts (no cited source states the version):"]
+        lines += [f"  {m}: needs {need}  [{', '.join(targets)}]" for (m, need), targets in undecided.items()]
     everywhere = len(matrix.findings()) - len(differing)
     if everywhere:
         lines += ["", f"{everywhere} finding(s) in every release (customops check --triton-release "
@@ -44,7 +49,7 @@ def render_text(matrix: Matrix) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(matrix: Matrix, model: str, index: int) -> str:
+def _cell(matrix: Matrix, model: str | None, index: int) -> str:
     failing = " ".join(matrix.failing(model, index))
     unknown = "?" if matrix.undecided(model, index) else ""
     return " ".join(p for p in (failing, unknown) if p) or "ok"
