@@ -90,9 +90,24 @@ def example_output() -> str:
     return result.stdout.replace(str(container), shown).replace(str(ROOT) + "/", "")
 
 
-def readme_sample(text: str) -> tuple[int, int]:
-    """Where the sample output lies in the README: the first ```text block."""
-    start = text.index(FENCE) + len(FENCE)
+UPGRADE = ("--triton-release", "24.12,25.02,25.03,25.08")  # the README's "Can we upgrade?" command
+
+
+def upgrade_output() -> str:
+    """The README's upgrade matrix of the example, run for real (the release table's facts only)."""
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "customops", "check", "examples/model_repository", *UPGRADE,
+                             "--no-cache"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 1, result.stderr
+    return result.stdout
+
+
+def readme_sample(text: str, which: int = 0) -> tuple[int, int]:
+    """Where a sample output lies in the README: its `which`th ```text block."""
+    start = -1
+    for _ in range(which + 1):
+        start = text.index(FENCE, start + 1)
+    start += len(FENCE)
     return start, text.index("```\n", start)
 
 
@@ -103,7 +118,15 @@ def test_the_readme_shows_the_real_output_of_the_example():
     assert text[start:end] == example_output()
 
 
+def test_the_readmes_upgrade_matrix_is_the_real_output_of_the_example():
+    text = README.read_text()
+    start, end = readme_sample(text, 1)
+    assert f"--triton-release {UPGRADE[1]}" in text[:start] and text[start:end] == upgrade_output()
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     text = README.read_text()
     start, end = readme_sample(text)
-    README.write_text(text[:start] + example_output() + text[end:])
+    text = text[:start] + example_output() + text[end:]
+    start, end = readme_sample(text, 1)
+    README.write_text(text[:start] + upgrade_output() + text[end:])
