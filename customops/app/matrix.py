@@ -6,17 +6,19 @@ the targets it occurs in, and the newest target where everything loads."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from customops.app.checking import CheckRun, check_repositories
 from customops.app.request import CheckRequest
 from customops.findings import Finding
+from customops.triton.repository import read_once
 
 
 @dataclass(frozen=True)
 class Matrix:
     targets: tuple[str, ...]  # oldest first
     runs: tuple[CheckRun, ...]  # one per target, in that order
+    _cells: dict[int, tuple[dict, dict]] = field(default_factory=dict, compare=False, repr=False)
 
     def models(self) -> list[str | None]:
         """Every model, then None for the server itself where a finding or an undecided library is of no one
@@ -29,13 +31,26 @@ class Matrix:
     def failing(self, model: str | None, index: int) -> tuple[str, ...]:
         """The codes that fail `model` (None: the server) against the target at `index` (findings at or above
         --fail-on)."""
-        run = self.runs[index]
-        return tuple(sorted({str(f.code) for f in run.result.findings if f.model == model and f.level >= run.fail_on}))
+        return self._by_model(index)[0].get(model, ())
 
     def undecided(self, model: str | None, index: int) -> tuple[str, ...]:
         """What the target's facts cannot decide of `model`'s libraries ("libcudart.so.12: CUDA")."""
-        return tuple(sorted({f"{u.needed}: {u.unknown}" for u in self.runs[index].result.undecided
-                             if u.model == model}))
+        return self._by_model(index)[1].get(model, ())
+
+    def _by_model(self, index: int) -> tuple[dict[str | None, tuple[str, ...]], dict[str | None, tuple[str, ...]]]:
+        """The target's failing codes and undecided needs, by model: read once per target."""
+        if index not in self._cells:
+            run = self.runs[index]
+            failing: dict[str | None, set[str]] = {}
+            for f in run.result.findings:
+                if f.level >= run.fail_on:
+                    failing.setdefault(f.model, set()).add(str(f.code))
+            undecided: dict[str | None, set[str]] = {}
+            for u in run.result.undecided:
+                undecided.setdefault(u.model, set()).add(f"{u.needed}: {u.unknown}")
+            self._cells[index] = ({m: tuple(sorted(c)) for m, c in failing.items()},
+                                  {m: tuple(sorted(n)) for m, n in undecided.items()})
+        return self._cells[index]
 
     def decided(self, index: int) -> bool:
         """Whether the target's facts decide every model: no library needs what they do not say."""
@@ -80,5 +95,6 @@ def with_release(request: CheckRequest, target: str) -> CheckRequest:
 
 def run_matrix(request: CheckRequest, targets: tuple[str, ...]) -> Matrix:
     """One check per target, each against that release's facts."""
-    runs = tuple(check_repositories(with_release(request, target)) for target in targets)
+    with read_once():  # the same files for every release
+        runs = tuple(check_repositories(with_release(request, target)) for target in targets)
     return Matrix(targets, runs)

@@ -46,9 +46,11 @@ def unusable_preloads(ctx: RuleContext) -> list[Finding]:
 def preload_reaches_stubs(ctx: RuleContext) -> list[Finding]:
     """LD_PRELOAD while the server starts Python backend stubs, which inherit it."""
     plan = ctx.plan
-    python_models = [m.name for m in ctx.models if m.backend == PYTHON.backend or PYTHON.backend_library in " ".join(
-        s.path for s in plan.dlopens if s.model == m.name)]
-    if not (plan.preloads and python_models):
+    if not plan.preloads:
+        return []
+    served_by_python = {s.model for s in plan.dlopens if PYTHON.backend_library in s.path}  # python-based backends
+    python_models = [m.name for m in ctx.models if m.backend == PYTHON.backend or m.name in served_by_python]
+    if not python_models:
         return []
     count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"
     return [Finding(

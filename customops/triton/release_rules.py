@@ -36,6 +36,7 @@ def release_of(server_version: str | None) -> str | None:
     return release_of_server(server_version)
 
 
+@cache
 def rules_for(server_version: str | None) -> RepositoryRules:
     release = release_of(server_version)
     if release is None:
