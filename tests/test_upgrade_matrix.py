@@ -180,3 +180,74 @@ def test_a_preload_that_fails_fails_the_server_row_for_every_model(repository, t
     rows = {m["name"]: m["failing"] for m in report["models"]}
     assert rows[None] == {"25.02": [], "25.08": ["CO502"]} and rows["tf"] == {"25.02": [], "25.08": ["CO203"]}
     assert report["newest_passing"] == "25.02"
+
+
+# Found by review (session 8): what the facts do not state is never ok ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unlisted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`cublas_op` links libcublas.so.11, which no release's facts list; `new_gcc_op` needs GCC_13.0.0 of
+    libgcc_s (GCC 13's; Ubuntu 22.04's libgcc_s is GCC 12's, 24.04's GCC 14's)."""
+    work = tmp_path_factory.mktemp("unlisted")
+    gcc(work / "libcublas.so.11", "int cublasCreate_v2(void *h) { (void)h; return 0; }\n",
+        "-Wl,-soname,libcublas.so.11")
+    cublas = gcc(work / "libcublas_op.so", "extern int cublasCreate_v2(void *);\n"
+                 "int (*const uses)(void *) = cublasCreate_v2;\n" + OP, f"-L{work}", "-l:libcublas.so.11",
+                 "-Wl,--no-as-needed")
+    stub = work / "gcc_s"
+    stub.mkdir()
+    (stub / "v.map").write_text("GCC_13.0.0 { global: *; };\n")
+    gcc(stub / "libgcc_s.so.1", "int newer_unwind(void) { return 1; }\n", "-Wl,-soname,libgcc_s.so.1",
+        f"-Wl,--version-script={stub / 'v.map'}")
+    new_gcc = gcc(work / "libnew_gcc_op.so", "extern int newer_unwind(void);\nint (*const uses)(void) = newer_unwind;\n"
+                  + OP, f"-L{stub}", "-l:libgcc_s.so.1", "-Wl,--no-as-needed")
+    repo = tmp_path_factory.mktemp("unlisted-repo") / "models"
+    onnxruntime_model(repo, "cublas_op", cublas)
+    onnxruntime_model(repo, "new_gcc_op", new_gcc)
+    return repo
+
+
+def test_a_library_the_releases_facts_do_not_list_is_undecided_and_fails_the_gate(unlisted, tmp_path):
+    report = matrix(unlisted, "24.12,25.08", tmp_path, "--load-model", "cublas_op")
+    (model,) = report["models"]
+    assert model["failing"] == {"24.12": [], "25.08": []} and set(model["undecided"]) == {"24.12", "25.08"}
+    assert not report["ok"] and not any(t["ok"] for t in report["targets"]) and report["newest_passing"] is None
+    out = check(str(unlisted), "--triton-release", "24.12,25.08", "--load-model", "cublas_op", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout  # a gate passes only what the facts show
+
+
+def test_a_gcc_13_unwinder_node_fails_where_libgcc_is_gcc_12s(unlisted, tmp_path):
+    report = matrix(unlisted, "24.10,24.11", tmp_path, "--load-model", "new_gcc_op")
+    assert report["models"][0]["failing"] == {"24.10": ["CO306"], "24.11": []}
+    assert report["newest_passing"] == "24.11"
+
+
+def test_a_model_the_server_is_asked_for_that_no_repository_has_is_a_row(repository, tmp_path):
+    report = matrix(repository, "25.02,25.03", tmp_path, "--load-model", "nosuch")
+    assert {m["name"]: m["failing"] for m in report["models"]}["nosuch"] == {"25.02": ["CO108"],
+                                                                            "25.03": ["CO108"]}
+
+
+@pytest.mark.parametrize(("releases", "said"), [("25.03..25.01", "ends before it starts"),
+                                                 ("25.01,,25.02", "an empty release"), ("..", "an empty release"),
+                                                 ("9" * 5000, "unknown Triton release")])
+def test_a_release_list_that_names_nothing_is_one_line(repository, tmp_path, releases, said):
+    out = check(str(repository), "--triton-release", releases, cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and said in out.stderr
+    assert len(out.stderr) < 400
+
+
+def test_a_server_version_past_the_century_names_no_release():
+    from customops.triton.releases import release_of_server
+
+    assert release_of_server("2.9999.0") is None and release_of_server("2.73.0") == "26.09"
+
+
+def test_the_matrix_as_junit_names_each_suite_by_its_release(repository, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    out = check(str(repository), "--triton-release", "25.02,25.03", "--load-model", "tf", "--format", "junit",
+                cwd=tmp_path)
+    suites = {s.get("name"): s.get("failures") for s in ET.fromstring(out.stdout).iter("testsuite")}
+    assert suites == {"tf (Triton 25.02)": "0", "tf (Triton 25.03)": "1"}, suites

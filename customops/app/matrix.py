@@ -21,9 +21,11 @@ class Matrix:
     _cells: dict[int, tuple[dict, dict]] = field(default_factory=dict, compare=False, repr=False)
 
     def models(self) -> list[str | None]:
-        """Every model, then None for the server itself where a finding or an undecided library is of no one
-        model (a preload: the server does not start, or starts without it, for every model)."""
-        names: list[str | None] = [*sorted({m.name for run in self.runs for m in run.result.models})]
+        """Every model (one a finding names that no repository has: --load-model's), then None for the server
+        itself where a finding or an undecided library is of no one model (a preload: the server does not start,
+        or starts without it, for every model)."""
+        names: list[str | None] = [*sorted({m.name for run in self.runs for m in run.result.models} |
+                                           {f.model for run in self.runs for f in run.result.findings if f.model})]
         process_wide = any(f.model is None for run in self.runs for f in run.result.findings) or \
             any(u.model is None for run in self.runs for u in run.result.undecided)
         return [*names, None] if process_wide else names
@@ -63,23 +65,26 @@ class Matrix:
             for f in run.result.findings:
                 key = (f.code, f.model, f.library, f.symbol, f.version, f.message)
                 found.setdefault(key, (f, []))[1].append(target)
-        return [(f, tuple(targets)) for f, targets in found.values()]
+        return [(f, tuple(dict.fromkeys(targets))) for f, targets in found.values()]  # a finding twice: once
 
     def differing(self) -> list[tuple[Finding, tuple[str, ...]]]:
         """The findings some targets have and others do not: what an upgrade changes."""
         return [(f, t) for f, t in self.findings() if len(t) != len(self.targets)]
 
+    def passes(self, index: int) -> bool:
+        """Whether the target passes: no finding at or above --fail-on, and nothing its facts cannot decide."""
+        return self.runs[index].exit_code == 0 and self.decided(index)
+
     def exit_code(self, target: str | None = None) -> int:
-        """The worst target's (or `target`'s) exit status."""
-        if target is not None:
-            return self.runs[self.targets.index(target)].exit_code
-        return max(run.exit_code for run in self.runs)
+        """The worst target's (or `target`'s) exit status: 1 where it does not pass, an undecided one included (a
+        gate passes only what the facts show)."""
+        chosen = [self.targets.index(target)] if target is not None else range(len(self.targets))
+        return 0 if all(self.passes(i) for i in chosen) else 1
 
     def newest_passing(self) -> str | None:
         """The newest target where every model loads: no finding at or above --fail-on, and nothing its facts
         cannot decide (a target whose CUDA no source states does not pass a library that needs libcudart)."""
-        return next((self.targets[i] for i in reversed(range(len(self.targets)))
-                     if self.runs[i].exit_code == 0 and self.decided(i)), None)
+        return next((self.targets[i] for i in reversed(range(len(self.targets))) if self.passes(i)), None)
 
 
 def release_targets(request: CheckRequest) -> tuple[str, ...]:

@@ -43,6 +43,10 @@ def report_key(request: CheckRequest, report_format: str, base: str = "") -> lis
         parts += [f"{p}={file_key(p)}" for p in _discovered(request)]
     except OSError:
         return None
+    if request.container.release:  # the release table's facts: regenerated, they give another answer
+        from customops.triton.releases import table_digest
+
+        parts.append(table_digest())
     if request.container.image:  # the image the reference names now: another saved under it is another answer
         image = image_identity(request.container.image)
         if image is None:

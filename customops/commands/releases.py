@@ -11,7 +11,8 @@ from customops.errors import CustomopsError
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("releases", help="list the Triton releases customops knows, or one with its sources",
                        description=__doc__)
-    p.add_argument("release", nargs="?", metavar="YY.MM", help="one release, each value with the page that states it")
+    p.add_argument("release", nargs="?", metavar="YY.MM", help="one release (or `latest`), each value with the page "
+                   "that states it")
     p.add_argument("--format", choices=("text", "json"), default="text", help="default: %(default)s")
     p.set_defaults(run=run)
 
@@ -22,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
     chosen = releases()
     if args.release is not None:
-        found = release(args.release)
+        found = release(chosen[-1].name if args.release == "latest" else args.release)
         if found is None:
             raise CustomopsError(f"unknown Triton release {args.release!r} (customops releases lists them: "
                                  f"{chosen[0].name} to {chosen[-1].name})")

@@ -20,6 +20,23 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
     without findings is one passing testcase. Each testcase has the `file` GitLab shows beside it: the file the
     finding points at (customops.report.check.location), a passing model's config. `elapsed`: the check's
     seconds, the root's time."""
+    body, tests, failures = _suites(result, fail_on, base)
+    return _document("customops check", body, tests, failures, elapsed)
+
+
+def to_junit_matrix(targets: tuple[str, ...], runs: tuple, base: str | None) -> str:
+    """The upgrade matrix as JUnit: each release's suites as to_junit makes them, each named with its release
+    ("ranker_pt (Triton 25.08)"), so that one report shows where a model breaks."""
+    body: list[str] = []
+    tests = failures = 0
+    for target, run in zip(targets, runs, strict=True):
+        found = _suites(run.result, run.fail_on, base, f" (Triton {target})")
+        body, tests, failures = body + found[0], tests + found[1], failures + found[2]
+    return _document("customops check (releases)", body, tests, failures, sum(r.seconds for r in runs))
+
+
+def _suites(result, fail_on: Severity, base: str | None, suffix: str = "") -> tuple[list[str], int, int]:
+    """A testsuite per model (and one for the server), the tests and the failures they hold."""
     groups: dict[int, list[Finding]] = defaultdict(list)  # by the model's position: names may repeat
     for f in result.findings:
         model = model_of(f, result.models) if f.model else None
@@ -33,11 +50,15 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
         cases = _junit_cases(model, found, fail_on, config, [location(f, result, base)[0] for f in found])
         failed = sum('<failure ' in c for c in cases)
         tests, failures = tests + len(cases), failures + failed
-        body.append(f'  <testsuite name="{xml(printable(suite), True)}" tests="{len(cases)}" failures="{failed}" '
-                    'errors="0" skipped="0" time="0">\n' + _properties(result)
+        body.append(f'  <testsuite name="{xml(printable(suite + suffix), True)}" tests="{len(cases)}" '
+                    f'failures="{failed}" errors="0" skipped="0" time="0">\n' + _properties(result)
                     + "".join(f"    {c}\n" for c in cases) + "  </testsuite>")
+    return body, tests, failures
+
+
+def _document(name: str, body: list[str], tests: int, failures: int, elapsed: float) -> str:
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuites name="customops check" tests="{tests}" failures="{failures}" errors="0" '
+            f'<testsuites name="{name}" tests="{tests}" failures="{failures}" errors="0" '
             f'time="{elapsed:.3f}">\n' + "\n".join(body) + ("\n" if body else "") + "</testsuites>\n")
 
 

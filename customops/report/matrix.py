@@ -58,7 +58,7 @@ def _cell(matrix: Matrix, model: str | None, index: int) -> str:
 def as_json(matrix: Matrix, base: str | None) -> str:
     body: dict[str, Any] = {
         "schema": schemas.MATRIX, "ok": matrix.exit_code() == 0, "newest_passing": matrix.newest_passing(),
-        "targets": [{"target": t, "ok": run.exit_code == 0, "decided": matrix.decided(i),
+        "targets": [{"target": t, "ok": matrix.passes(i), "decided": matrix.decided(i),
                      "fail_on": str(run.fail_on)} for i, (t, run) in enumerate(zip(matrix.targets, matrix.runs,
                                                                                    strict=True))],
         "models": [{"name": m, "failing": {t: list(matrix.failing(m, i)) for i, t in enumerate(matrix.targets)},

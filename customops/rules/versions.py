@@ -118,23 +118,40 @@ def onnxruntime_nodes(info, facts) -> list[str]:
             for v in need.versions if v.name.startswith("VERS_") and v.name != own and not v.is_weak]
 
 
+NOT_LISTED = "a library the release's facts do not list"
+
+
 def unknown_versions(info, facts) -> list[tuple[str, str]]:
-    """(what the library needs, what the facts do not say) for each need whose version the facts lack: a versioned
-    runtime's SONAME (libcudart.so.12 without the CUDA version), a framework's library (libtorch_cpu.so without
-    the container's PyTorch), or a symbol version (GLIBCXX_3.4.32 without the container's GLIBCXX)."""
+    """(what the library needs, what the facts do not say) for each need the facts cannot decide. A DT_NEEDED
+    library is decided by a version the facts state (libcudart.so.12 by the CUDA version, a framework's library by
+    its version), or by symbol versions the facts bound (libc.so.6, libstdc++.so.6, libgcc_s.so.1 by the GLIBC_,
+    GLIBCXX_, CXXABI_ and GCC_ nodes the library needs of it); any other library is not decided (libcublas,
+    libcudnn, libpython: the facts do not say which the release ships)."""
     found = []
+    provided = _provided(facts)
     frameworks = {stem: f for f in VERSIONED for stem in (f.version_stem, f.c_api) if stem}
+    families = {n.file: {key[0] for v in n.versions if (key := version_key(v.name))} for n in info.version_needs}
     for needed in info.needed:
         match = SONAME_MAJOR.match(needed)
         stem = match.group("stem") if match else needed.split(".so", 1)[0]
-        if stem == "libcudart" and not facts.cuda:
-            found.append((needed, "CUDA"))
-        elif stem in frameworks and not getattr(facts, frameworks[stem].backend):
-            found.append((needed, frameworks[stem].label))
-    provided = {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi}
+        if stem == "libcudart":
+            if not facts.cuda:
+                found.append((needed, "CUDA"))
+        elif stem in frameworks:
+            if not getattr(facts, frameworks[stem].backend):
+                found.append((needed, frameworks[stem].label))
+        elif not families.get(needed) or not all(provided.get(family) for family in families[needed]):
+            found.append((needed, NOT_LISTED))
     found += [(needed, family) for family, needed in version_maxima(info).items()
               if family in provided and not provided[family]]
     return found
+
+
+def _provided(facts) -> dict[str, str | None]:
+    """The newest symbol version of each family the container provides, by its facts."""
+    from customops.triton.releases import libgcc_node
+
+    return {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi, "GCC": libgcc_node(facts.glibcxx)}
 
 
 def from_facts(rules: RuleContext) -> list[Finding]:
@@ -191,10 +208,10 @@ def cuda_major(message: str, **fields: Any) -> Finding:
 
 
 def version_shortfalls(info, facts) -> list[Shortfall]:
-    """The GLIBC, GLIBCXX and CXXABI versions the library needs beyond the newest the container provides
+    """The GLIBC, GLIBCXX, CXXABI and GCC versions the library needs beyond the newest the container provides
     (from the container's facts, without its libraries: CO306 from the facts)."""
     found = []
-    provided = {"GLIBC": facts.glibc, "GLIBCXX": facts.glibcxx, "CXXABI": facts.cxxabi}
+    provided = _provided(facts)
     for family, needed in version_maxima(info).items():
         have = provided.get(family)
         if not have:

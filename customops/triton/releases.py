@@ -81,6 +81,14 @@ class Release:
 
 
 @cache
+def table_digest() -> str:
+    """The release table's digest: an answer from its facts is another once it is regenerated."""
+    import hashlib
+
+    return hashlib.sha256(packagedata.read_text("releases.json").encode()).hexdigest()
+
+
+@cache
 def table() -> dict:
     found: dict = json.loads(packagedata.read_text("releases.json"))
     return found
@@ -123,7 +131,8 @@ def release_of_server(version: str | None) -> str | None:
     if same:
         return same[-1].name
     nearest = min(known, key=lambda r: (abs(_minor(r.server) - minor), -r.months))
-    return name_of(nearest.months + minor - _minor(nearest.server))
+    count = nearest.months + minor - _minor(nearest.server)
+    return name_of(count) if 0 <= count < 100 * 12 else None  # past YY.MM's century: no release
 
 
 def targets(text: str) -> tuple[str, ...]:
@@ -139,6 +148,8 @@ def targets(text: str) -> tuple[str, ...]:
         elif dots:
             for end in (first, last):
                 _known(end, checkable)
+            if months(last) < months(first):
+                raise CustomopsError(f"--triton-release {part}: the range ends before it starts ({last} is older)")
             found += [n for n in checkable if months(first) <= months(n) <= months(last)]
         else:
             found.append(_known(part, checkable))
@@ -146,10 +157,12 @@ def targets(text: str) -> tuple[str, ...]:
 
 
 def _known(name: str, checkable: list[str]) -> str:
+    if not name:
+        raise CustomopsError("--triton-release: an empty release (YY.MM, A,B, A..B or latest)")
     if name not in checkable:
         why = "the built-in table knows too little of it (not its server)" if release(name) else \
             "unknown Triton release"
-        raise CustomopsError(f"--triton-release {printable(name)}: {why}; the table knows {checkable[0]} to "
+        raise CustomopsError(f"--triton-release {printable(name[:40])}: {why}; the table knows {checkable[0]} to "
                              f"{checkable[-1]} (customops releases), else give its profile or its image")
     return name
 
@@ -158,7 +171,7 @@ def months(name: str) -> int:
     """YY.MM as a count of months (a name that is not one: CustomopsError)."""
     match = re.fullmatch(r"(\d\d)\.(\d\d)", name)
     if match is None:
-        raise CustomopsError(f"--triton-release {printable(name)}: not a release (YY.MM, A..B, latest)")
+        raise CustomopsError(f"--triton-release {printable(name[:40])}: not a release (YY.MM, A..B, latest)")
     return int(match.group(1)) * 12 + int(match.group(2)) - 1
 
 
@@ -190,6 +203,13 @@ def _major_minor(version: str | None) -> str | None:
 
 def _numbers(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
+
+
+def libgcc_node(glibcxx: str | None) -> str | None:
+    """The newest GCC_ node of the libgcc_s that comes with a libstdc++ whose newest node is `glibcxx` (both are
+    built from one GCC release, whose major names libgcc's node: GCC 12's GCC_12.0.0)."""
+    majors = [int(v.split(".")[0]) for v, e in platform()["gcc"].items() if e["glibcxx"] == glibcxx]
+    return f"GCC_{max(majors)}.0.0" if glibcxx and majors else None
 
 
 def _gcc_at_or_below(version: str) -> dict | None:
