@@ -251,3 +251,18 @@ def test_the_matrix_as_junit_names_each_suite_by_its_release(repository, tmp_pat
                 cwd=tmp_path)
     suites = {s.get("name"): s.get("failures") for s in ET.fromstring(out.stdout).iter("testsuite")}
     assert suites == {"tf (Triton 25.02)": "0", "tf (Triton 25.03)": "1"}, suites
+
+
+def test_the_matrix_as_sarif_leads_each_result_with_its_releases(repository, tmp_path):
+    out = check(str(repository), "--triton-release", "25.02..25.04", "--load-model", "tf", "--format", "sarif",
+                cwd=tmp_path)
+    sarif = json.loads(out.stdout)
+    schema = ROOT.parent / "shared" / "data" / "sarif-schema-2.1.0.json"
+    if schema.exists():
+        from jsonschema import Draft7Validator
+
+        Draft7Validator(json.loads(schema.read_text())).validate(sarif)
+    results = sarif["runs"][0]["results"]
+    co203 = [r for r in results if r["ruleId"] == "CO203"]
+    assert [r["properties"]["targets"] for r in co203] == [["25.03", "25.04"]]
+    assert co203[0]["message"]["text"].startswith("Triton 25.03, 25.04: ")

@@ -229,11 +229,11 @@ def _run_matrix(command: CheckCommand, request: CheckRequest, targets: tuple[str
     from customops.app.check_command import report_base
     from customops.app.matrix import run_matrix
     from customops.report.junit import to_junit_matrix
-    from customops.report.matrix import as_json, render_text
+    from customops.report.matrix import as_json, as_sarif, render_text
 
-    unsupported = [r.format for r in command.reports if r.format not in ("text", "json", "junit")]
+    unsupported = [r.format for r in command.reports if r.format not in ("text", "json", "junit", "sarif")]
     if unsupported:
-        wrong(f"several releases give one report, text, JSON or JUnit: not {', '.join(unsupported)} (yet)")
+        wrong(f"several releases give one report, text, JSON, JUnit or SARIF: not {', '.join(unsupported)} (yet)")
     if command.options.statistics:
         wrong("--statistics: one release's report only (several releases give a table of models by releases)")
     if command.fail_on_target is not None and command.fail_on_target not in targets:
@@ -241,8 +241,9 @@ def _run_matrix(command: CheckCommand, request: CheckRequest, targets: tuple[str
     matrix = run_matrix(request, targets)
     for report in command.reports:
         base = report_base(report, command.base_dir, request)
-        emit(as_json(matrix, base) if report.format == "json" else render_text(matrix) if report.format == "text"
-             else to_junit_matrix(matrix.targets, matrix.runs, base), report.output)
+        render = {"json": as_json, "sarif": as_sarif, "junit": lambda m, b: to_junit_matrix(m.targets, m.runs, b),
+                  "text": lambda m, _b: render_text(m)}[report.format]
+        emit(render(matrix, base), report.output)
     exit_code = matrix.exit_code(command.fail_on_target)
     return 0 if command.exit_zero else exit_code
 

@@ -15,7 +15,7 @@ import os
 
 from customops import PROJECT_URL, __version__, schemas
 from customops.cachedir import key_bytes
-from customops.codes import CODES, Severity, docs_url, help_markdown
+from customops.codes import CODES, Code, Severity, docs_url, help_markdown
 from customops.findings import Finding, SuppressedBy, model_of
 from customops.probe.groups import ProbedGroup
 from customops.report import related
@@ -140,20 +140,25 @@ def to_sarif(result, base: str | None) -> str:
     them as dismissed); every result has a location in the checkout (`location`) and a `partialFingerprints`
     entry that stays the same when lines move."""
     used = sorted({f.code for f in (*result.findings, *result.suppressed)})
+    results = [sarif_result(f, used, result, base) for f in (*result.findings, *result.suppressed)]
+    return sarif_document(used, results, base, _sarif_scope(result))
+
+
+def sarif_document(used: list[Code], results: list[dict], base: str | None, run: dict) -> str:
+    """One SARIF run of customops: the rules of the codes `used`, the results, and the run's own `run` keys."""
     rules = [{"id": code, "name": CODES[code].title,
               "shortDescription": {"text": CODES[code].title},
               "fullDescription": {"text": CODES[code].what},
               "help": {"text": f"{CODES[code].why}\nFix: {CODES[code].fix}", "markdown": help_markdown(code)},
               "helpUri": docs_url(code),
               "defaultConfiguration": {"level": SARIF_LEVEL[CODES[code].severity]}} for code in used]
-    results = [_sarif_result(f, used, result, base) for f in (*result.findings, *result.suppressed)]
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "customops", "version": __version__, "semanticVersion": __version__,
                                       "rules": rules, "informationUri": PROJECT_URL}},
                   "originalUriBaseIds": {"%SRCROOT%": {"uri": _uri(base)}} if base else {},
-                  **_sarif_scope(result), "results": results}],
+                  **run, "results": results}],
     }
     return dumps(sarif, indent=2)
 
@@ -169,7 +174,7 @@ def _sarif_scope(result) -> dict:
     return run
 
 
-def _sarif_result(f: Finding, used: list[str], result, base: str | None) -> dict:
+def sarif_result(f: Finding, used: list[Code], result, base: str | None) -> dict:
     entry: dict = {"ruleId": f.code, "ruleIndex": used.index(f.code), "level": SARIF_LEVEL[f.level],
                    "message": {"text": f.stated + (f"\nPredicted: {f.predicted}" if f.predicted else "")}}
     path, line, column = location(f, result, base)

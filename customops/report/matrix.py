@@ -9,7 +9,7 @@ from typing import Any
 
 from customops import schemas
 from customops.app.matrix import Matrix
-from customops.report.check import finding_record
+from customops.report.check import finding_record, sarif_document, sarif_result
 
 SERVER_ROW = "(the server)"  # findings of no one model: a preload that fails every model
 NOT_CHECKED = ("loading, symbol resolution, collisions and registrations need each release's files: give its "
@@ -67,3 +67,21 @@ def as_json(matrix: Matrix, base: str | None) -> str:
         "findings": [{**finding_record(f, base), "targets": list(targets)} for f, targets in matrix.findings()],
         "not_checked": NOT_CHECKED}
     return json.dumps(body, indent=2) + "\n"
+
+
+def as_sarif(matrix: Matrix, base: str | None) -> str:
+    """SARIF: each distinct finding once, its message led by the releases it occurs in ("Triton 25.08, 25.10:"),
+    which its `properties.targets` list, and a fingerprint of its own per set of releases, so that one upload
+    shows where a model breaks."""
+    found = matrix.findings()
+    used = sorted({f.code for f, _ in found})
+    results = []
+    for f, targets in found:
+        run = matrix.runs[matrix.targets.index(targets[0])]
+        entry = sarif_result(f, used, run.result, base)
+        entry["message"]["text"] = f"Triton {', '.join(targets)}: {entry['message']['text']}"
+        entry["properties"] = {**entry.get("properties", {}), "targets": list(targets)}
+        entry["partialFingerprints"]["customops/targets/v1"] = ",".join(targets)
+        results.append(entry)
+    return sarif_document(used, results, base, {"properties": {"scope": "release facts",
+                                                                "targets": list(matrix.targets)}})
