@@ -146,8 +146,8 @@ def test_latest_is_one_release_checked_as_any_other(repository, tmp_path):
 
 
 def test_several_releases_in_a_format_the_matrix_does_not_have_is_a_usage_error(repository, tmp_path):
-    out = check(str(repository), "--triton-release", "25.02,25.06", "--format", "sarif", cwd=tmp_path)
-    assert out.returncode == 2 and "not sarif" in out.stderr
+    out = check(str(repository), "--triton-release", "25.02,25.06", "--format", "github", cwd=tmp_path)
+    assert out.returncode == 2 and "not github" in out.stderr
 
 
 def test_an_op_library_linked_against_onnx_runtime_1_21_fails_where_the_release_ships_another(repository, tmp_path):
