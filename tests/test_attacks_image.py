@@ -370,3 +370,58 @@ def test_a_layout_whose_blob_is_rewritten_in_place_is_checked_anew(tmp_path):
     again = customops("check", str(EXAMPLE), "--image", f"oci:{layout}", "--format", "json", "--cache-dir",
                       str(tmp_path / "cache"))
     assert again.returncode == 2 and "does not have the digest" in again.stderr
+
+
+def test_a_stream_of_more_layers_than_an_archive_may_hold_is_refused(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    from customops.errors import InputError
+    from customops.image import stream
+
+    monkeypatch.setattr(stream, "STREAM_LAYERS", 3)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for n in range(5):
+            body = images.layer_tar([("file", f"etc/f{n}", b"x", 0o644)])
+            info = tarfile.TarInfo(f"{n}/layer.tar")
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    out.seek(0)
+    with pytest.raises(InputError, match="more than 3 layers in one archive"):
+        stream.layers_and_documents(out, tmp_path / "layers", "the image")
+    assert len(list((tmp_path / "layers").iterdir())) == 3
+
+
+def test_a_large_member_that_is_neither_a_layer_nor_a_document_is_refused(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    from customops.errors import InputError
+    from customops.image import stream
+
+    monkeypatch.setattr(stream, "JSON_LIMIT", 1024)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        info = tarfile.TarInfo("0123/VERSION")
+        info.size = 4096
+        archive.addfile(info, io.BytesIO(b"0" * 4096))
+    out.seek(0)
+    with pytest.raises(InputError, match="4096 bytes of neither a layer nor a document"):
+        stream.layers_and_documents(out, tmp_path / "layers", "the image")
+
+
+def test_an_endless_image_id_is_read_no_further_than_an_id(tmp_path, monkeypatch):
+    import time
+
+    from customops.image.identity import inspected_id
+    from customops.image.reference import parse
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexec yes sha256:00\n")
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    started = time.monotonic()
+    assert inspected_id(parse("docker-daemon:triton:test")) is None
+    assert time.monotonic() - started < 30
