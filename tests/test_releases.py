@@ -115,9 +115,10 @@ def test_a_python_versions_library_is_libpython_major_minor():
     """The Python backend's stub links libpython<major.minor>.so.1.0: the SONAME of this interpreter's library."""
     import sysconfig
 
-    library = Path(sysconfig.get_config_var("LIBDIR") or "") / (sysconfig.get_config_var("LDLIBRARY") or "")
-    if not library.name.endswith(".so") and ".so." not in library.name:
-        pytest.skip("this Python has no shared libpython")
+    name = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY") or ""
+    library = Path(sysconfig.get_config_var("LIBDIR") or "") / name  # the library itself, not -dev's symlink
+    if ".so" not in library.name or not library.is_file():
+        pytest.skip(f"this Python's shared libpython is not installed here ({library})")
     soname = ElfReader().read(str(library)).soname
     assert soname == f"libpython{sys.version_info.major}.{sys.version_info.minor}.so.1.0"
 
