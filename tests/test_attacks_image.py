@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
+import tarfile
 
 import pytest
 from image_tools import EXAMPLE, customops, raw_layer
@@ -75,8 +77,6 @@ def test_more_layers_than_an_image_may_have_are_refused_in_one_line(tmp_path):
 
 
 def test_device_nodes_and_fifos_of_an_image_are_never_made(tmp_path):
-    import io
-    import tarfile
 
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as archive:
@@ -99,8 +99,6 @@ def test_device_nodes_and_fifos_of_an_image_are_never_made(tmp_path):
 
 
 def test_a_member_claiming_more_bytes_than_a_layer_may_hold_ends_the_read_in_one_line(tmp_path):
-    import io
-    import tarfile
 
     def build(archive):  # type: ignore[no-untyped-def]
         info = tarfile.TarInfo("usr/x")
@@ -116,8 +114,6 @@ def test_a_member_claiming_more_bytes_than_a_layer_may_hold_ends_the_read_in_one
 
 
 def test_a_sparse_member_is_never_written_out_at_its_claimed_size(tmp_path):
-    import io
-    import tarfile
 
     def build(archive):  # type: ignore[no-untyped-def]
         info = tarfile.TarInfo("usr/lib/libhuge.so")
@@ -169,7 +165,6 @@ def test_a_zstd_layer_that_is_not_zstd_after_its_magic_is_refused_in_one_line(tm
 def test_a_zstd_bomb_ends_the_read_at_the_layer_limit(tmp_path, monkeypatch):
     """A small zstd layer that expands beyond what a layer may hold (here a limit of 1 MB, for speed: the real one
     is 256 GB) is refused as it expands, and nothing of it is kept."""
-    import io
 
     from customops.errors import InputError
     from customops.image import layers
@@ -183,22 +178,25 @@ def test_a_zstd_bomb_ends_the_read_at_the_layer_limit(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").iterdir())
 
 
+def archive_stream(members: list[tuple[str, bytes]]) -> io.BytesIO:
+    """An image archive's bytes, as a stream holding these members (name, content), from its start."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for name, body in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    out.seek(0)
+    return out
+
+
 def test_a_stream_holding_more_json_than_an_image_has_is_refused(tmp_path, monkeypatch):
-    import io
-    import tarfile
 
     from customops.errors import InputError
     from customops.image import stream
 
     monkeypatch.setattr(stream, "DOCUMENTS_LIMIT", 4096)
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as archive:
-        for n in range(8):
-            body = json.dumps({"pad": "x" * 1000}).encode()
-            info = tarfile.TarInfo(f"doc{n}.json")
-            info.size = len(body)
-            archive.addfile(info, io.BytesIO(body))
-    out.seek(0)
+    out = archive_stream([(f"doc{n}.json", json.dumps({"pad": "x" * 1000}).encode()) for n in range(8)])
     with pytest.raises(InputError, match="more JSON than an image"):
         stream.layers_and_documents(out, tmp_path / "layers", "the image")
 
@@ -264,7 +262,7 @@ def test_a_daemon_that_does_not_stop_sending_is_refused_in_one_line(tmp_path, af
 
 def test_a_podman_id_without_its_prefix_names_the_kept_configuration(tmp_path):
     archive = small_archive(tmp_path)
-    with __import__("tarfile").open(archive) as members:
+    with tarfile.open(archive) as members:
         config = json.load(members.extractfile("manifest.json"))[0]["Config"].removesuffix(".json")  # type: ignore[arg-type]
     saves = tmp_path / "saves"
     script = (f'[ "$1 $2" = "image inspect" ] && echo {config} && exit 0\n'
@@ -276,7 +274,7 @@ def test_a_podman_id_without_its_prefix_names_the_kept_configuration(tmp_path):
 
 def test_a_fifo_where_a_configuration_is_kept_does_not_block_the_check(tmp_path):
     archive = small_archive(tmp_path)
-    with __import__("tarfile").open(archive) as members:
+    with tarfile.open(archive) as members:
         config = json.load(members.extractfile("manifest.json"))[0]["Config"].removesuffix(".json")  # type: ignore[arg-type]
     (tmp_path / "cache" / "images" / "configs").mkdir(parents=True)
     os.mkfifo(tmp_path / "cache" / "images" / "configs" / config)
@@ -294,7 +292,6 @@ def test_an_image_name_that_would_be_an_option_is_refused(tmp_path):
 
 def two_descriptions(tmp_path):  # type: ignore[no-untyped-def]
     """An archive whose manifest.json names one image and whose index.json another (docker 25 writes both)."""
-    import tarfile
 
     layout = images.oci_layout(tmp_path / "a", [[("dir", "etc"), ("file", "etc/os-release", b"ID=a\n", 0o644)]])
     docker = images.docker_archive(tmp_path / "b.tar", [[("dir", "etc"), ("file", "etc/os-release", b"ID=b\n",
@@ -327,7 +324,6 @@ def test_an_archive_describing_two_images_is_refused_however_it_is_given(tmp_pat
 
 
 def test_a_blob_that_is_neither_a_layer_nor_json_is_passed_by_unless_the_image_names_it(tmp_path):
-    import tarfile
 
     layout = images.oci_layout(tmp_path / "layout", [[("dir", "etc"), ("file", "etc/os-release", b"ID=x\n", 0o644)]])
     sbom = b"SPDXVersion: SPDX-2.3\nDataLicense: CC0-1.0\n" * 50
@@ -373,40 +369,25 @@ def test_a_layout_whose_blob_is_rewritten_in_place_is_checked_anew(tmp_path):
 
 
 def test_a_stream_of_more_layers_than_an_archive_may_hold_is_refused(tmp_path, monkeypatch):
-    import io
-    import tarfile
 
     from customops.errors import InputError
     from customops.image import stream
 
     monkeypatch.setattr(stream, "STREAM_LAYERS", 3)
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as archive:
-        for n in range(5):
-            body = images.layer_tar([("file", f"etc/f{n}", b"x", 0o644)])
-            info = tarfile.TarInfo(f"{n}/layer.tar")
-            info.size = len(body)
-            archive.addfile(info, io.BytesIO(body))
-    out.seek(0)
+    out = archive_stream([(f"{n}/layer.tar", images.layer_tar([("file", f"etc/f{n}", b"x", 0o644)]))
+                          for n in range(5)])
     with pytest.raises(InputError, match="more than 3 layers in one archive"):
         stream.layers_and_documents(out, tmp_path / "layers", "the image")
     assert len(list((tmp_path / "layers").iterdir())) == 3
 
 
 def test_a_large_member_that_is_neither_a_layer_nor_a_document_is_refused(tmp_path, monkeypatch):
-    import io
-    import tarfile
 
     from customops.errors import InputError
     from customops.image import stream
 
     monkeypatch.setattr(stream, "JSON_LIMIT", 1024)
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as archive:
-        info = tarfile.TarInfo("0123/VERSION")
-        info.size = 4096
-        archive.addfile(info, io.BytesIO(b"0" * 4096))
-    out.seek(0)
+    out = archive_stream([("0123/VERSION", b"0" * 4096)])
     with pytest.raises(InputError, match="4096 bytes of neither a layer nor a document"):
         stream.layers_and_documents(out, tmp_path / "layers", "the image")
 

@@ -38,37 +38,30 @@ def onnxruntime_model(repo: Path, name: str, library: Path) -> None:
 OP = "void *RegisterCustomOps(void *o, const void *a) { (void)o; (void)a; return 0; }\n"
 
 
+def needing(work: Path, name: str, soname: str, node: str | None = None, entry: bool = True) -> Path:
+    """An op library `name` (with ONNX Runtime's entry point unless `entry` is False) that needs a stand-in for
+    `soname` and its function `provided`, under the version node `node` where one is given."""
+    provider = work / soname.replace("+", "x")
+    provider.mkdir()
+    flags = [f"-Wl,-soname,{soname}"]
+    if node:
+        (provider / "v.map").write_text(f"{node} {{ global: *; }};\n")
+        flags.append(f"-Wl,--version-script={provider / 'v.map'}")
+    gcc(provider / soname, "int provided(void) { return 1; }\n", *flags)
+    return gcc(work / name, "extern int provided(void);\nint (*const uses)(void) = provided;\n" + (OP if entry else ""),
+               f"-L{provider}", f"-l:{soname}", "-Wl,--no-as-needed")
+
+
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`cuda_op` links libcudart.so.12; `new_cxx_op` needs GLIBCXX_3.4.32 (libstdc++ of GCC 13.2, Ubuntu 24.04's);
     `ort_121_op` needs ONNX Runtime 1.21.0's version node; `torch_op` links libtorch_cpu.so; `tf` is a TensorFlow
     model."""
     work = tmp_path_factory.mktemp("libs")
-    gcc(work / "libcudart.so.12", "int cudaRuntimeGetVersion(int *v) { *v = 12000; return 0; }\n",
-        "-Wl,-soname,libcudart.so.12")
-    cuda = gcc(work / "libcuda_op.so", "extern int cudaRuntimeGetVersion(int *);\n"
-               "int (*const uses)(int *) = cudaRuntimeGetVersion;\n" + OP, f"-L{work}", "-l:libcudart.so.12",
-               "-Wl,--no-as-needed")
-    stub = work / "stdcxx"
-    stub.mkdir()
-    (stub / "v.map").write_text("GLIBCXX_3.4.32 { global: *; };\n")
-    gcc(stub / "libstdc++.so.6", "int newer_cxx(void) { return 1; }\n", "-Wl,-soname,libstdc++.so.6",
-        f"-Wl,--version-script={stub / 'v.map'}")
-    cxx = gcc(work / "libnew_cxx_op.so", "extern int newer_cxx(void);\nint (*const uses)(void) = newer_cxx;\n" + OP,
-              f"-L{stub}", "-l:libstdc++.so.6", "-Wl,--no-as-needed")
-    ort = work / "ort"
-    ort.mkdir()
-    (ort / "v.map").write_text("VERS_1.21.0 { global: *; };\n")
-    gcc(ort / "libonnxruntime.so.1", "const void *OrtGetApiBase(void) { return 0; }\n",
-        "-Wl,-soname,libonnxruntime.so.1", f"-Wl,--version-script={ort / 'v.map'}")
-    ort_op = gcc(work / "libort_121_op.so", "extern const void *OrtGetApiBase(void);\n"
-                 "const void *(*const uses)(void) = OrtGetApiBase;\n" + OP, f"-L{ort}", "-l:libonnxruntime.so.1",
-                 "-Wl,--no-as-needed")
-    torch = work / "torch"
-    torch.mkdir()
-    gcc(torch / "libtorch_cpu.so", "int torch_thing(void) { return 1; }\n", "-Wl,-soname,libtorch_cpu.so")
-    torch_op = gcc(work / "libtorch_op.so", "extern int torch_thing(void);\nint (*const uses)(void) = torch_thing;\n",
-                   f"-L{torch}", "-ltorch_cpu", "-Wl,--no-as-needed")
+    cuda = needing(work, "libcuda_op.so", "libcudart.so.12")
+    cxx = needing(work, "libnew_cxx_op.so", "libstdc++.so.6", "GLIBCXX_3.4.32")
+    ort_op = needing(work, "libort_121_op.so", "libonnxruntime.so.1", "VERS_1.21.0")
+    torch_op = needing(work, "libtorch_op.so", "libtorch_cpu.so", entry=False)
     repo = tmp_path_factory.mktemp("repo") / "models"
     onnxruntime_model(repo, "cuda_op", cuda)
     onnxruntime_model(repo, "new_cxx_op", cxx)
@@ -190,18 +183,8 @@ def unlisted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`cublas_op` links libcublas.so.11, which no release's facts list; `new_gcc_op` needs GCC_13.0.0 of
     libgcc_s (GCC 13's; Ubuntu 22.04's libgcc_s is GCC 12's, 24.04's GCC 14's)."""
     work = tmp_path_factory.mktemp("unlisted")
-    gcc(work / "libcublas.so.11", "int cublasCreate_v2(void *h) { (void)h; return 0; }\n",
-        "-Wl,-soname,libcublas.so.11")
-    cublas = gcc(work / "libcublas_op.so", "extern int cublasCreate_v2(void *);\n"
-                 "int (*const uses)(void *) = cublasCreate_v2;\n" + OP, f"-L{work}", "-l:libcublas.so.11",
-                 "-Wl,--no-as-needed")
-    stub = work / "gcc_s"
-    stub.mkdir()
-    (stub / "v.map").write_text("GCC_13.0.0 { global: *; };\n")
-    gcc(stub / "libgcc_s.so.1", "int newer_unwind(void) { return 1; }\n", "-Wl,-soname,libgcc_s.so.1",
-        f"-Wl,--version-script={stub / 'v.map'}")
-    new_gcc = gcc(work / "libnew_gcc_op.so", "extern int newer_unwind(void);\nint (*const uses)(void) = newer_unwind;\n"
-                  + OP, f"-L{stub}", "-l:libgcc_s.so.1", "-Wl,--no-as-needed")
+    cublas = needing(work, "libcublas_op.so", "libcublas.so.11")
+    new_gcc = needing(work, "libnew_gcc_op.so", "libgcc_s.so.1", "GCC_13.0.0")
     repo = tmp_path_factory.mktemp("unlisted-repo") / "models"
     onnxruntime_model(repo, "cublas_op", cublas)
     onnxruntime_model(repo, "new_gcc_op", new_gcc)

@@ -18,8 +18,8 @@ from customops import safeio
 from customops.errors import CustomopsError, InputError
 from customops.image.identity import RUNTIMES, inspected_id
 from customops.image.layers import INDEX, UNREADABLE
-from customops.image.layout import DIGEST, JSON_LIMIT, Image, Layer
-from customops.image.reference import ImageReference, Transport
+from customops.image.layout import JSON_LIMIT, Image, Layer
+from customops.image.reference import DIGEST, ImageReference, Transport
 from customops.image.stream import Streamed, image_of, layers_and_documents
 
 DAEMON_WAIT = 30  # seconds a daemon's save may take to end once its archive has been read or refused

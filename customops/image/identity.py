@@ -9,16 +9,18 @@ import re
 import shutil
 import stat
 import subprocess
+from functools import cache
 
-from customops.image.reference import ImageReference, Transport
+from customops.image.reference import DIGEST, ImageReference, Transport
 
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 ID_LIMIT = 256  # bytes of `image inspect`'s answer read
 RUNTIMES = {Transport.DOCKER_DAEMON: "docker", Transport.PODMAN: "podman"}
 
 
+@cache
 def inspected_id(ref: ImageReference) -> str | None:
-    """The ID the daemon gives the image it holds under that name (`image inspect`), or None."""
+    """The ID the daemon gives the image it holds under that name (`image inspect`), or None; asked once a run (the
+    report cache's key, the kept configuration and what launch runs are that one image)."""
     argv = [RUNTIMES[ref.transport], "image", "inspect", "--format", "{{.Id}}", ref.path]
     if shutil.which(argv[0]) is None:
         return None

@@ -104,18 +104,27 @@ class _Hashing:
         return "sha256:" + self.digest.hexdigest()
 
 
+GZIP, ZSTD, XZ, BZIP2 = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\xfd7zXZ\x00", b"BZh"  # each format's magic bytes
+MAGIC_LENGTH = 6
+
+
+def compressed(head: bytes) -> bool:
+    """Whether bytes starting so are one of the compressed forms `decompressed` reads."""
+    return head.startswith((GZIP, ZSTD, XZ, BZIP2))
+
+
 def decompressed(stream: _Hashing | IO[bytes]) -> IO[bytes]:
     """What a blob holds, decompressed as it is read, by its magic bytes: gzip, zstd (every frame: a layer written
     in chunks has several), xz, bzip2, else the bytes as they are. Also an archive's (`docker save | zstd`)."""
-    head = stream.read(6)
+    head = stream.read(MAGIC_LENGTH)
     rest = cast(IO[bytes], _Prefixed(head, stream))
-    if head[:2] == b"\x1f\x8b":
+    if head.startswith(GZIP):
         return cast(IO[bytes], gzip.GzipFile(fileobj=rest, mode="rb"))
-    if head[:4] == b"\x28\xb5\x2f\xfd":
+    if head.startswith(ZSTD):
         return zstandard.ZstdDecompressor().stream_reader(rest, read_across_frames=True)
-    if head[:6] == b"\xfd7zXZ\x00":
+    if head.startswith(XZ):
         return lzma.LZMAFile(rest)
-    if head[:3] == b"BZh":
+    if head.startswith(BZIP2):
         return bz2.BZ2File(rest)
     return rest
 

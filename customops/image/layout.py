@@ -11,19 +11,17 @@ import io
 import json
 import os
 import posixpath
-import re
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
 from customops.errors import InputError
-from customops.image.reference import ImageReference, Transport
+from customops.image.reference import DIGEST, ImageReference, Transport
 
 JSON_LIMIT = 16 << 20  # bytes of one manifest, index or configuration
 MAX_LAYERS = 500  # more is refused: Docker allows 127, an OCI image in practice fewer
 MAX_DEPTH = 8  # nested indexes followed (an index that lists itself ends here)
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 INDEX_TYPES = {"application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"}
 
 

@@ -43,6 +43,7 @@ class ImageReference:
         return f"{self.transport.value}:{self.path}" + (f":{self.selector}" if self.selector else "")
 
 
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # how an image names its blobs, configuration and ID
 PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?")  # os/architecture[/variant], as an index lists them
 
 

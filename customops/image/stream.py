@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import IO
 
 from customops.errors import InputError
-from customops.image.layers import INDEX, UNREADABLE, _Prefixed, decompressed, keep_layer, kept_name
+from customops.image.layers import (
+    INDEX,
+    MAGIC_LENGTH,
+    UNREADABLE,
+    _Prefixed,
+    compressed,
+    decompressed,
+    keep_layer,
+    kept_name,
+)
 from customops.image.layout import JSON_LIMIT, MAX_LAYERS, Image, _Files, described
 from customops.image.reference import ImageReference, Transport
 
@@ -33,11 +42,10 @@ def read_whole(ref: ImageReference) -> bool:
         if not stat.S_ISREG(os.stat(ref.path).st_mode):
             return True
         with open(ref.path, "rb") as head:
-            magic = head.read(6)
+            magic = head.read(MAGIC_LENGTH)
     except OSError:
         return False  # the archive reader says why, naming the image
-    return magic[:2] == b"\x1f\x8b" or magic[:4] == b"\x28\xb5\x2f\xfd" or magic == b"\xfd7zXZ\x00" \
-        or magic[:3] == b"BZh"
+    return compressed(magic)
 
 
 def read_archive_stream(ref: ImageReference, cache: Path, platform: str, keep: tuple[str, ...] = ()) -> Image:
