@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -250,21 +251,43 @@ def check_rows(root: Path, repo: Path, runs: int) -> list[dict]:
              "measurements": [asdict(m) for m in (cold, warm, ldd)], "cold_vs_ldd": cold.seconds / ldd.seconds}]
 
 
+def scale_repository(tree: Path, n: int) -> Path:
+    """N models sharing two op libraries (TensorFlow's and ONNX Runtime's), in a new temporary directory."""
+    repo = Path(tempfile.mkdtemp(prefix="customops-scale-")) / "models"
+    for lib in ("libtf_op.so", "libort_op.so"):
+        (repo / "shared").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(tree / "example" / lib, repo / "shared" / lib)
+    (repo / "shared" / "1").mkdir()
+    (repo / "shared" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
+    for i in range(n - 1):
+        backend, lib = ("tensorflow", "libtf_op.so") if i % 2 else ("onnxruntime", "libort_op.so")
+        (repo / f"m{i}" / "1").mkdir(parents=True)
+        (repo / f"m{i}" / "config.pbtxt").write_text(
+            f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "/models/shared/{lib}" }}\n')
+    return repo
+
+
+def matrix_rows(tree: Path, models: int, runs: int) -> list[dict]:
+    """#32: the upgrade matrix of twelve releases over the scale repository vs one release's check of it, in
+    alternation (cold: --no-cache, so neither answers from the report cache)."""
+    repo = scale_repository(tree, models)
+    argv = [*CUSTOMOPS, "check", str(repo), "--no-cache", "--format", "json", "--triton-release"]
+    measured: dict[str, list[tuple[float, float]]] = {"matrix": [], "one": []}
+    for _ in range(runs):
+        measured["matrix"].append(run_once([*argv, "25.01..25.12"]))
+        measured["one"].append(run_once([*argv, "25.12"]))
+    set_aside(repo.parent)
+    matrix, one = (sorted(measured[k])[len(measured[k]) // 2] for k in ("matrix", "one"))
+    return [{"models": models, "releases": 12, "matrix_seconds": matrix[0], "one_seconds": one[0],
+             "matrix_peak_rss_mb": matrix[1], "one_peak_rss_mb": one[1], "ratio": matrix[0] / one[0],
+             "runs": {k: [round(t, 3) for t, _ in v] for k, v in measured.items()}}]
+
+
 def scale_rows(tree: Path, sizes: list[int], runs: int, out: Path) -> list[dict]:
     """Repositories of N models sharing two op libraries: time must follow distinct libraries, not models."""
     rows = []
     for n in sizes:
-        repo = Path(tempfile.mkdtemp(prefix="customops-scale-")) / "models"
-        for lib in ("libtf_op.so", "libort_op.so"):
-            (repo / "shared").mkdir(parents=True, exist_ok=True)
-            shutil.copy2(tree / "example" / lib, repo / "shared" / lib)
-        (repo / "shared" / "1").mkdir()
-        (repo / "shared" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
-        for i in range(n - 1):
-            backend, lib = ("tensorflow", "libtf_op.so") if i % 2 else ("onnxruntime", "libort_op.so")
-            (repo / f"m{i}" / "1").mkdir(parents=True)
-            (repo / f"m{i}" / "config.pbtxt").write_text(
-                f'backend: "{backend}"\nmodel_operations {{ op_library_filename: "/models/shared/{lib}" }}\n')
+        repo = scale_repository(tree, n)
         cache = tempfile.mkdtemp(prefix="customops-bench-")
         check = [*CUSTOMOPS, "check", str(repo), "--container-root", str(tree / "container"), "--format", "json",
                  "--cache-dir", cache]
@@ -447,6 +470,9 @@ def render(results: dict) -> str:
         lines.append(f"| {row['file']} | probe / (import torch + loads) | {row['probe_vs_import']:.2f}x |")
     for row in results["launch"]:
         lines.append(f"| launch | warm --dry-run minus python -c pass | {row['overhead_ms']:.0f} ms |")
+    for row in results["matrix"]:
+        lines.append(f"| {row['models']} models | check --triton-release of {row['releases']} releases / one release "
+                     f"| {row['ratio']:.2f}x |")
     for row in results["image"]:
         lines.append(f"| {row['file']} | check --image cold / tar -tzf | {row['cold_vs_tar']:.2f}x |")
         lines.append(f"| {row['file']} | check --image piped cold / tar -tzf | {row['piped_vs_tar']:.2f}x |")
@@ -506,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "results.json")
     parser.add_argument("--image-mb", type=int, help="MB of incompressible filler in the image section's image "
                         "(default: 1024; --quick: 64); 10240 gives #31's 10 GB image")
+    parser.add_argument("--only", action="append", metavar="SECTION",
+                        help="run only this section (repeatable): scan, resolve, check, chain, scale, matrix, config, "
+                        "probe, profile, launch, image")
     args = parser.parse_args(argv)
     compileall.compile_dir(ROOT / "customops", quiet=1)
     sys.path.insert(0, str(ROOT))
@@ -516,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     example = Path(tempfile.mkdtemp(prefix="customops-example-")) / "model_repository"
     shutil.copytree(ROOT / "examples" / "model_repository", example, ignore=shutil.ignore_patterns("*.so"))
     install(example)
+    check_root: Path | None
+    check_repo: Path | None
     if args.quick:
         scan_files = [str(tree / "e/libvuser.so")]
         resolve_libs = [str(tree / "bfs/libtop.so")]
@@ -530,21 +561,30 @@ def main(argv: list[str] | None = None) -> int:
         resolve_libs = scan_files[:1]
         if not scan_files:
             raise SystemExit("install torch==2.13.0 and tensorflow-cpu (./scripts/test.sh does) or use --quick")
-        check_root, check_repo = real_repository(tree)
+        check_root = check_repo = None  # built only for the sections that check them (real_repository)
         sizes = [10, 100, 1000, 10000]
         depths = [250, 1000, 2500, 5000]
         config_kb = [256, 1024, 2048, 4000]
-    results = {"machine": machine(), "runs": args.runs, "scan": scan_rows(scan_files, args.runs),
-               "resolve": resolve_rows(resolve_libs, args.runs),
-               "check": check_rows(check_root, check_repo, args.runs),
-               "chain": chain_rows(tree / "bin" / "loader", depths, args.runs, args.out.parent / "chain.svg"),
-               "scale": scale_rows(tree, sizes, max(1, min(args.runs, 3)), args.out.parent / "scale.svg"),
-               "config": config_rows(tree, config_kb, max(1, min(args.runs, 3)), args.out.parent / "config.svg"),
-               "probe": [] if args.quick else probe_rows(args.runs),
-               "profile": profile_rows(check_root, args.runs),
-               "launch": launch_rows(tree / "container", example, args.runs),
-               "image": image_rows(check_root, check_repo, args.image_mb or (64 if args.quick else 1024),
-                                   max(1, min(args.runs, 3)))}
+    @cache
+    def checked() -> tuple[Path, Path]:
+        return (check_root, check_repo) if check_root and check_repo else real_repository(tree)
+
+    sections: dict[str, Callable[[], list[dict]]] = {
+        "scan": lambda: scan_rows(scan_files, args.runs),
+        "resolve": lambda: resolve_rows(resolve_libs, args.runs),
+        "check": lambda: check_rows(*checked(), args.runs),
+        "chain": lambda: chain_rows(tree / "bin" / "loader", depths, args.runs, args.out.parent / "chain.svg"),
+        "scale": lambda: scale_rows(tree, sizes, max(1, min(args.runs, 3)), args.out.parent / "scale.svg"),
+        "matrix": lambda: matrix_rows(tree, 100 if args.quick else 1000, args.runs),
+        "config": lambda: config_rows(tree, config_kb, max(1, min(args.runs, 3)), args.out.parent / "config.svg"),
+        "probe": lambda: [] if args.quick else probe_rows(args.runs),
+        "profile": lambda: profile_rows(checked()[0], args.runs),
+        "launch": lambda: launch_rows(tree / "container", example, args.runs),
+        "image": lambda: image_rows(*checked(), args.image_mb or (64 if args.quick else 1024),
+                                    max(1, min(args.runs, 3)))}
+    chosen = set(args.only or sections)
+    results: dict = {"machine": machine(), "runs": args.runs,
+                     **{name: run() if name in chosen else [] for name, run in sections.items()}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(render(results))

@@ -249,3 +249,34 @@ def test_the_matrix_as_sarif_leads_each_result_with_its_releases(repository, tmp
     co203 = [r for r in results if r["ruleId"] == "CO203"]
     assert [r["properties"]["targets"] for r in co203] == [["25.03", "25.04"]]
     assert co203[0]["message"]["text"].startswith("Triton 25.03, 25.04: ")
+
+
+# The matrix reads the files once and plans once per layout: each column is still its release checked alone ------------
+
+
+def test_each_releases_column_equals_that_release_checked_alone(repository, tmp_path):
+    """The matrix reads the repository and plans the loads once for the releases that agree in what planning reads
+    (app/planning.planned_from); the rest is held to each release's facts. Every release the table can check,
+    over models each release rule decides (CUDA, libstdc++, ONNX Runtime, the TensorFlow backend, a framework's
+    library), gives the same findings, undecided needs, notes and exit status in its column as checked alone."""
+    from customops.app.check_command import check_request
+    from customops.app.checking import check_repositories
+    from customops.app.matrix import run_matrix, with_release
+    from customops.cli import build_parser
+    from customops.commands.check import check_command
+    from customops.triton.releases import targets
+
+    args = build_parser("check").parse_args(["check", str(repository), "--triton-release", "23.01..26.08",
+                                             "--no-cache"])
+    request = check_request(check_command(args))
+    releases = targets(request.container.release)
+    assert len(releases) == 44
+    together = run_matrix(request, releases)
+
+    def seen(run) -> tuple:
+        r = run.result
+        return (run.exit_code, [(f.code, f.model, f.library, f.message, f.predicted) for f in r.findings],
+                sorted(r.undecided), r.notes)
+
+    for release, column in zip(releases, together.runs, strict=True):
+        assert seen(column) == seen(check_repositories(with_release(request, release))), release

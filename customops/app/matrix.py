@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from customops.app.checking import CheckRun, check_repositories
 from customops.app.request import CheckRequest
 from customops.findings import Finding
-from customops.triton.repository import read_once
+from customops.memo import read_once
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,37 @@ merged in the server's order, with the findings made while building it."""
 from __future__ import annotations
 
 from customops.findings import Finding, amended
+from customops.memo import once
 from customops.triton import loaders
+from customops.triton.container import Container
 from customops.triton.loaders import backend
 from customops.triton.plan import Context, LoaderResult, LoadPlan, merge
+from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model
 
 
 def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Finding], list[str]]:
     """The plan, the findings made while building it, and notes on what a facts-only container leaves
-    unchecked (its backend directory cannot be looked into)."""
+    unchecked (its backend directory cannot be looked into). Within read_once (the upgrade matrix) it is built
+    once for the releases whose facts agree in what planning reads of them (`planned_from`)."""
+    key = ("plan", tuple(map(id, models)), ctx.manifest, ctx.mounts, ctx.server_cwd, ctx.server_plugins,
+           ctx.checkouts, planned_from(ctx.container))
+    plan, findings, notes = once(key, lambda: _build_plan(models, ctx))
+    return plan, list(findings), list(notes)
+
+
+def planned_from(container: Container) -> tuple:
+    """All that planning reads of the container: where it lies and what its backend directory holds, and of
+    its facts the backends it ships and its release's repository rules (the Python-based backends). A loader that
+    reads another fact adds it here; tests/test_upgrade_matrix.py holds every release's column of a matrix to
+    that release checked alone."""
+    facts = container.facts
+    return (id(container.target), container.backend_dir, container.server, container.server_args,
+            container.environment, container.working_directory, facts.backends, facts.absent_backends,
+            rules_for(facts.triton_version))
+
+
+def _build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, tuple[Finding, ...], tuple[str, ...]]:
     findings = [amended(problem, predicted=_as_served(problem.predicted, model, ctx))
                 for model in models for problem in model.problems]
     results: list[LoaderResult] = loaders.process_wide(ctx)
@@ -37,7 +59,7 @@ def build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, list[Findin
         results.append(backend.for_model(model, ctx, library, first and not lookup.assumed))  # assumed: no file
         results += loaders.for_model(model, ctx, library, first)
     plan = merge(results)
-    return plan, findings + list(plan.findings), _unchecked(ctx.container.backend_dir, assumed, unknown)
+    return plan, (*findings, *plan.findings), tuple(_unchecked(ctx.container.backend_dir, assumed, unknown))
 
 
 def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[str]) -> list[str]:

@@ -22,6 +22,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from customops import safeio
@@ -31,6 +32,7 @@ from customops.comments import uncommented
 from customops.emitters import emits
 from customops.errors import InputError
 from customops.findings import Finding, SuppressedBy, Suppression, amended, sort_key, suppressed
+from customops.memo import once
 from customops.selection import selected
 from customops.textenum import TextEnum
 
@@ -104,18 +106,18 @@ def parse_directives(text: str, path: str) -> list[Directive]:
 def read_directives(models: list[Model]) -> list[Directive]:
     """The directives in the models' config files, read as the repository reader reads them (a regular file
     inside the repository, at most safeio.CONFIG_LIMIT); an unreadable one has none (it is a CO101)."""
+    return [d for m in models if m.config_path
+            for d in once(("directives", m.config_path, m.path), partial(_directives_of, m.config_path, m.path))]
+
+
+def _directives_of(config_path: str, model_dir: str) -> tuple[Directive, ...]:
     from customops.triton.repository import read_inside
 
-    directives = []
-    for model in models:
-        if not model.config_path:
-            continue
-        try:
-            text = read_inside(model.config_path, model.path, safeio.CONFIG_LIMIT).decode("utf-8-sig")
-        except (InputError, UnicodeDecodeError):
-            continue
-        directives += parse_directives(text, os.path.abspath(model.config_path))
-    return directives
+    try:
+        text = read_inside(config_path, model_dir, safeio.CONFIG_LIMIT).decode("utf-8-sig")
+    except (InputError, UnicodeDecodeError):
+        return ()
+    return tuple(parse_directives(text, os.path.abspath(config_path)))
 
 
 # -- applying them -----------------------------------------------------------------------------------------

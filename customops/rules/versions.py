@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, TypeVar
 
 from customops.codes import Code
+from customops.elf.records import ElfInfo
 from customops.elf.summary import version_key, version_maxima
 from customops.emitters import emits
 from customops.errors import ElfError
@@ -19,8 +21,10 @@ from customops.findings import Finding
 from customops.frameworks import ONNXRUNTIME, TENSORRT, VERSIONED
 from customops.rules.context import RuleContext
 from customops.rules.version_nodes import onnxruntime_release_mismatch, version_missing
+from customops.triton.plan import LoadStep
 
 NEEDS_PREDICTION = True
+T = TypeVar("T")
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
 
 
@@ -157,21 +161,21 @@ def _provided(facts) -> dict[str, str | None]:
 def from_facts(rules: RuleContext) -> list[Finding]:
     """CO501/CO502, CO306 and CO505 from the container's facts, without its libraries."""
     facts = rules.triton.container.facts
+
+    def held(info) -> tuple[list[Mismatch], list[Shortfall], list[str]]:
+        return major_mismatches(info, facts), version_shortfalls(info, facts), onnxruntime_nodes(info, facts)
+
     findings: list[Finding] = []
-    for step in rules.steps:
-        try:
-            info = rules.reader.read(step.host_path)
-        except ElfError:
-            continue
+    for step, (mismatches, shortfalls, nodes) in _each_library(rules, held):
         about = {"model": step.model, "library": step.path, "file": step.host_path}
         findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
-                                    **about) for m in major_mismatches(info, facts)]
+                                    **about) for m in mismatches]
         findings += [version_missing(f"{step.path} needs {s.needed}; the container provides up to {s.provided}",
-                                     version=s.needed, **about) for s in version_shortfalls(info, facts)]
+                                     version=s.needed, **about) for s in shortfalls]
         findings += [onnxruntime_release_mismatch(
             f"{step.path} needs ONNX Runtime's version node {node}; the container's ONNX Runtime "
             f"{facts.onnxruntime} defines VERS_{facts.onnxruntime} only: it was linked against another release",
-            version=node, **about) for node in onnxruntime_nodes(info, facts)]
+            version=node, **about) for node in nodes]
     return findings
 
 
@@ -180,14 +184,24 @@ def undecided(rules: RuleContext) -> list[Undecided]:
     source states, for a library that needs libcudart.so.12). Not a finding, and not a pass: the upgrade matrix
     shows such a target as undecided for the model."""
     facts = rules.triton.container.facts
-    found = []
+    return [Undecided(step.model, step.path, needed, what)
+            for step, unknown in _each_library(rules, lambda info: unknown_versions(info, facts))
+            for needed, what in unknown]
+
+
+def _each_library(rules: RuleContext, compute: Callable[[ElfInfo], T]) -> Iterator[tuple[LoadStep, T]]:
+    """(step, compute(its library)) for each step whose library is an ELF file, computed once per library: a
+    thousand models loading one op library hold one library against the facts."""
+    done: dict[str, T | None] = {}
     for step in rules.steps:
-        try:
-            info = rules.reader.read(step.host_path)
-        except ElfError:
-            continue
-        found += [Undecided(step.model, step.path, needed, what) for needed, what in unknown_versions(info, facts)]
-    return found
+        if step.host_path not in done:
+            try:
+                done[step.host_path] = compute(rules.reader.read(step.host_path))
+            except ElfError:
+                done[step.host_path] = None
+        value = done[step.host_path]
+        if value is not None:
+            yield step, value
 
 
 def major_mismatch(mismatch: Mismatch, message: str, **fields: Any) -> Finding:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from customops import chroot, frameworks
+from customops.memo import once
 from customops.textenum import TextEnum
 from customops.triton.serverargs import SERVER_CWD
 
@@ -176,7 +177,8 @@ class Context:
         mounts = tuple(sorted(self.mounts, key=lambda m: -len(m[0])))
         if chroot.host_of_real(None, mounts, posixpath.normpath(container_path)) is None:
             return None
-        return chroot.resolve(None, mounts, container_path) is not None
+        return once(("visible", mounts, container_path), lambda: chroot.resolve(None, mounts, container_path)) \
+            is not None
 
     def source(self, container_path: str) -> str:
         """The checkout or host path of a container path, for reports and for reading the file: resolved

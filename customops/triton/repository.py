@@ -12,8 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +20,7 @@ from customops.codes import Code
 from customops.emitters import emits
 from customops.errors import InputError, printable
 from customops.findings import Finding
+from customops.memo import once
 from customops.triton.autocomplete import served
 from customops.triton.config_checks import first_problem
 from customops.triton.modelconfig import parse_config
@@ -106,32 +105,12 @@ def check_repository(path: str) -> None:
         raise InputError(path, "is a model directory; pass its repository (the parent directory)")
 
 
-_READ_ONCE: dict[tuple, Any] | None = None  # within read_once(): what has been read, by its arguments
-
-
-@contextmanager
-def read_once() -> Iterator[None]:
-    """Within it, a repository (and a model's file) read again with the same arguments is read once: the upgrade
-    matrix checks the same repository against every release, whose repository rules mostly agree."""
-    global _READ_ONCE
-    _READ_ONCE = {}
-    try:
-        yield
-    finally:
-        _READ_ONCE = None
-
-
 def read_repository(path: str, config_name: str | None = None, only: set[str] | None = None,
                     auto_complete: bool = True, rules: RepositoryRules = TODAY) -> list[Model]:
     """`auto_complete`: False as with tritonserver --disable-auto-complete-config (a config file is required);
     `rules`: those of the container's release."""
     key = ("repository", path, config_name, frozenset(only) if only is not None else None, auto_complete, rules)
-    if _READ_ONCE is not None and key in _READ_ONCE:
-        return list(_READ_ONCE[key])
-    models = _read_repository(path, config_name, only, auto_complete, rules)
-    if _READ_ONCE is not None:
-        _READ_ONCE[key] = tuple(models)
-    return models
+    return list(once(key, lambda: tuple(_read_repository(path, config_name, only, auto_complete, rules))))
 
 
 def _read_repository(path: str, config_name: str | None, only: set[str] | None, auto_complete: bool,
@@ -155,18 +134,15 @@ def read_inside(path: str, model_dir: str, limit: int) -> bytes:
     """A model's file, if it is a regular file whose symlinks stay inside the model repository: one leaving
     it (`config.pbtxt -> /etc/shadow`) resolves inside the container, where the repository is mounted on its
     own, not on this machine, so it is never followed here."""
-    key = ("file", path, model_dir, limit)
-    if _READ_ONCE is not None and key in _READ_ONCE:
-        found: bytes = _READ_ONCE[key]
-        return found
+    return once(("file", path, model_dir, limit), lambda: _read_inside(path, model_dir, limit))
+
+
+def _read_inside(path: str, model_dir: str, limit: int) -> bytes:
     real, base = os.path.realpath(path), os.path.realpath(os.path.dirname(os.path.abspath(model_dir)))
     if not real.startswith(base.rstrip("/") + "/"):
         raise InputError(path, f"a symbolic link out of the model repository (to {printable(real)}); the server "
                          "resolves it inside the container")
-    data = safeio.read_bytes(path, limit)
-    if _READ_ONCE is not None:
-        _READ_ONCE[key] = data
-    return data
+    return safeio.read_bytes(path, limit)
 
 
 def _broken_link(path: str) -> str:
