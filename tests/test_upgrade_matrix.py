@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,7 @@ def test_the_exit_status_is_the_worst_releases_unless_fail_on_target_picks_one(r
     assert check(str(repository), "--triton-release", "25.02,25.06", "--load-model", "tf", "--fail-on-target",
                  "25.02", cwd=tmp_path).returncode == 0
     wrong = check(str(repository), "--triton-release", "25.02,25.06", "--fail-on-target", "24.01", cwd=tmp_path)
-    assert wrong.returncode == 2 and "not one of the releases checked" in wrong.stderr
+    assert wrong.returncode == 2 and "not one of the targets checked (25.02, 25.06)" in wrong.stderr
 
 
 def test_latest_is_one_release_checked_as_any_other(repository, tmp_path):
@@ -200,6 +201,19 @@ def test_a_library_the_releases_facts_do_not_list_is_undecided_and_fails_the_gat
     assert out.returncode == 1, out.stdout  # a gate passes only what the facts show
 
 
+def test_a_backend_linking_triton_core_is_decided_by_every_release_with_a_server(tmp_path):
+    """libtritonserver.so is Triton core itself (tests/test_releases.py holds its SONAME to the real core's): a
+    custom backend needing it and nothing else the facts do not state loads as far as they tell."""
+    backend = needing(tmp_path, "libtriton_custom.so", "libtritonserver.so", entry=False)
+    repo = tmp_path / "models"
+    (repo / "custom" / "1").mkdir(parents=True)
+    (repo / "custom" / "1" / backend.name).write_bytes(backend.read_bytes())
+    (repo / "custom" / "config.pbtxt").write_text('backend: "custom"\n')
+    report = matrix(repo, "24.12,25.08", tmp_path)
+    (model,) = report["models"]
+    assert model["undecided"] == {} and model["failing"] == {"24.12": [], "25.08": []}
+
+
 def test_a_gcc_13_unwinder_node_fails_where_libgcc_is_gcc_12s(unlisted, tmp_path):
     report = matrix(unlisted, "24.10,24.11", tmp_path, "--load-model", "new_gcc_op")
     assert report["models"][0]["failing"] == {"24.10": ["CO306"], "24.11": []}
@@ -261,7 +275,7 @@ def test_each_releases_column_equals_that_release_checked_alone(repository, tmp_
     library), gives the same findings, undecided needs, notes and exit status in its column as checked alone."""
     from customops.app.check_command import check_request
     from customops.app.checking import check_repositories
-    from customops.app.matrix import run_matrix, with_release
+    from customops.app.matrix import columns_of, run_matrix
     from customops.cli import build_parser
     from customops.commands.check import check_command
     from customops.triton.releases import targets
@@ -269,14 +283,15 @@ def test_each_releases_column_equals_that_release_checked_alone(repository, tmp_
     args = build_parser("check").parse_args(["check", str(repository), "--triton-release", "23.01..26.08",
                                              "--no-cache"])
     request = check_request(check_command(args))
+    columns = columns_of(request, ())
     releases = targets(request.container.release)
-    assert len(releases) == 44
-    together = run_matrix(request, releases)
+    assert len(releases) == 44 and [c.name for c in columns] == list(releases)
+    together = run_matrix(request, columns)
 
     def seen(run) -> tuple:
         r = run.result
         return (run.exit_code, [(f.code, f.model, f.library, f.message, f.predicted) for f in r.findings],
                 sorted(r.undecided), r.notes)
 
-    for release, column in zip(releases, together.runs, strict=True):
-        assert seen(column) == seen(check_repositories(with_release(request, release))), release
+    for column, run in zip(columns, together.runs, strict=True):
+        assert seen(run) == seen(check_repositories(replace(request, container=column.choice))), column.name

@@ -1,8 +1,9 @@
-"""`check --triton-release A,B,C` (or `A..B`, `latest`): the upgrade question, every model against every target in
-one run. Each target is one check of the same request against that release's cited facts
-(customops.triton.releases); the ELF facts of each library are read once for all of them (the reader's cache).
-What the matrix says is derived from those runs: each model's failing codes per target, each distinct finding with
-the targets it occurs in, and the newest target where everything loads."""
+"""`check --triton-release A,B,C` (or `A..B`, `latest`), with `--profile`, `--image` and `--container-root` as
+columns beside them: the upgrade question, every model against every target in one run. A release is checked
+against its cited facts (customops.triton.releases); a profile, an image or a root is checked in full, and stands
+for its own release (its server's version), whose facts column it replaces. What is read of the files is read once
+for all of them (customops.memo). What the matrix says is derived from those runs: each model's failing codes per
+target, each distinct finding with the targets it occurs in, and the newest target where everything loads."""
 
 from __future__ import annotations
 
@@ -10,14 +11,37 @@ from dataclasses import dataclass, field, replace
 
 from customops.app.checking import CheckRun, check_repositories
 from customops.app.request import CheckRequest
+from customops.app.target import ContainerChoice
 from customops.findings import Finding
 from customops.memo import read_once
+from customops.textenum import TextEnum
+
+
+class Source(TextEnum):
+    """What a column is checked against."""
+
+    FACTS = "facts"  # a release's cited facts (--triton-release)
+    PROFILE = "profile"
+    IMAGE = "image"
+    ROOT = "root"  # --container-root
+
+
+@dataclass(frozen=True)
+class Column:
+    """One target of the matrix: its heading, what it checks against, and the Triton release it is (a profile's,
+    an image's or a root's from its server version, once read; None where that names no release)."""
+
+    name: str
+    choice: ContainerChoice
+    source: Source
+    release: str | None = None
 
 
 @dataclass(frozen=True)
 class Matrix:
-    targets: tuple[str, ...]  # oldest first
+    targets: tuple[str, ...]  # the columns' names, oldest release first
     runs: tuple[CheckRun, ...]  # one per target, in that order
+    columns: tuple[Column, ...] = ()  # one per target, in that order
     _cells: dict[int, tuple[dict, dict]] = field(default_factory=dict, compare=False, repr=False)
 
     def models(self) -> list[str | None]:
@@ -78,8 +102,22 @@ class Matrix:
     def exit_code(self, target: str | None = None) -> int:
         """The worst target's (or `target`'s) exit status: 1 where it does not pass, an undecided one included (a
         gate passes only what the facts show)."""
-        chosen = [self.targets.index(target)] if target is not None else range(len(self.targets))
+        chosen = [self.index(target)] if target is not None else range(len(self.targets))
         return 0 if all(self.passes(i) for i in chosen) else 1
+
+    def index(self, target: str) -> int:
+        """The column a name picks: its own name, or the release a profile's or image's column is (ValueError)."""
+        if target in self.targets:
+            return self.targets.index(target)
+        found = next((i for i, c in enumerate(self.columns) if c.release == target), None)
+        if found is None:
+            raise ValueError(f"not a target of the matrix: {target}")
+        return found
+
+    @property
+    def facts_only(self) -> bool:
+        """Whether every column is a release's facts (no profile, image or root)."""
+        return all(c.source is Source.FACTS for c in self.columns)
 
     def newest_passing(self) -> str | None:
         """The newest target where every model loads: no finding at or above --fail-on, and nothing its facts
@@ -87,19 +125,44 @@ class Matrix:
         return next((self.targets[i] for i in reversed(range(len(self.targets))) if self.passes(i)), None)
 
 
-def release_targets(request: CheckRequest) -> tuple[str, ...]:
-    """The releases `--triton-release` names (none without it); CustomopsError for one the table cannot check."""
+def columns_of(request: CheckRequest, choices: tuple[ContainerChoice, ...]) -> tuple[Column, ...]:
+    """The matrix's columns: each container named (`choices`; none but the request's own when only
+    --triton-release is given), a release list expanded into a column per release. CustomopsError for a release
+    the table cannot check. A single column is no matrix: the caller checks it as one check."""
     from customops.triton.releases import targets
 
-    return targets(request.container.release) if request.container.release else ()
+    columns: list[Column] = []
+    for choice in choices or (request.container,):
+        if choice.release:
+            columns += [Column(r, replace(choice, release=r), Source.FACTS, r) for r in targets(choice.release)]
+        elif choice.profile or choice.image or choice.root:
+            source, name = ((Source.PROFILE, choice.profile) if choice.profile else
+                            (Source.IMAGE, choice.image) if choice.image else (Source.ROOT, choice.root))
+            columns.append(Column(str(name), choice, source))
+    return tuple(columns)
 
 
-def with_release(request: CheckRequest, target: str) -> CheckRequest:
-    return replace(request, container=replace(request.container, release=target))
+def run_matrix(request: CheckRequest, columns: tuple[Column, ...]) -> Matrix:
+    """One check per column. The profiles, images and roots are checked first: each stands for the release its
+    server is, and a facts column of the same release is left out (its files say more). Then the columns are ordered
+    by release, oldest first; those that name none come last, in the order given."""
+    from customops.triton.releases import months, release_of_server
+
+    with read_once():  # the same files for every column
+        full = []
+        for column in (c for c in columns if c.source is not Source.FACTS):
+            run = check_repositories(replace(request, container=column.choice))
+            full.append((replace(column, release=release_of_server(run.result.container.facts.triton_version)),
+                         run))
+        covered = {c.release for c, _ in full}
+        facts = [(c, check_repositories(replace(request, container=c.choice))) for c in columns
+                 if c.source is Source.FACTS and c.release not in covered]
+    given = {c: i for i, c in enumerate(columns)}
+    ordered = sorted([*full, *facts], key=lambda cr: (cr[0].release is None, months(cr[0].release or "00.01"),
+                                                        given[_unreleased(cr[0])]))
+    return Matrix(tuple(c.name for c, _ in ordered), tuple(r for _, r in ordered), tuple(c for c, _ in ordered))
 
 
-def run_matrix(request: CheckRequest, targets: tuple[str, ...]) -> Matrix:
-    """One check per target, each against that release's facts."""
-    with read_once():  # the same files for every release
-        runs = tuple(check_repositories(with_release(request, target)) for target in targets)
-    return Matrix(targets, runs)
+def _unreleased(column: Column) -> Column:
+    """The column as given (a full column's release is learnt from its check)."""
+    return column if column.source is Source.FACTS else replace(column, release=None)

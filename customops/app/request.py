@@ -92,7 +92,9 @@ class CheckCommand(NamedTuple):
     base_dir: str | None = None
     options: ReportOptions = ReportOptions()
     exit_zero: bool = False
-    fail_on_target: str | None = None  # --fail-on-target: with several releases, the exit status is this one's
+    fail_on_target: str | None = None  # --fail-on-target: with several targets, the exit status is this one's
+    columns: tuple[ContainerChoice, ...] = ()  # several containers named (--profile, --image, --container-root,
+    # --triton-release): each a column of the upgrade matrix; empty for one (`container`)
 
     @property
     def named(self) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
@@ -17,7 +18,9 @@ from customops.outputs import remove_stale, write_file
 from customops.report.formats import FORMATS
 
 if TYPE_CHECKING:
+    from customops.app.matrix import Column, Matrix
     from customops.app.request import CheckCommand, CheckRequest, ReportRequest
+    from customops.app.target import ContainerChoice
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,17 +79,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_container_options(p: argparse.ArgumentParser) -> None:
-    """The container to check against: one of a root, a profile, a release's facts and an image."""
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--container-root", metavar="DIR", help="the container's unpacked filesystem (default: / "
-                                                               "when /opt/tritonserver exists; `/` checks this "
-                                                               "machine)")
-    where.add_argument("--profile", metavar="FILE", help="a profile written by `customops profile create`")
-    where.add_argument("--triton-release", metavar="YY.MM", help="only the cited facts of a release (customops "
-                       "releases); several (A,B,C), a range (A..B) or `latest`: every model against each, in one "
-                       "table")
-    where.add_argument("--image", metavar="REF", help="a container image, not unpacked: docker-archive:FILE, "
-                       "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], podman:NAME[:TAG], a path")
+    """The container to check against: a root, a profile, a release's facts or an image. Several (a release list,
+    or any two of them): every model against each, in one table (the upgrade matrix)."""
+    p.add_argument("--container-root", metavar="DIR", help="the container's unpacked filesystem (default: / when "
+                                                           "/opt/tritonserver exists; `/` checks this machine)")
+    p.add_argument("--profile", metavar="FILE", action="append", help="a profile written by `customops profile "
+                   "create` (repeatable: each a column of the upgrade matrix)")
+    p.add_argument("--triton-release", metavar="YY.MM", help="only the cited facts of a release (customops "
+                   "releases); several (A,B,C), a range (A..B) or `latest`: every model against each, in one table")
+    p.add_argument("--image", metavar="REF", action="append", help="a container image, not unpacked: "
+                   "docker-archive:FILE, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-daemon:NAME[:TAG], "
+                   "podman:NAME[:TAG], a path (repeatable: each a column of the upgrade matrix)")
     p.add_argument("--platform", default=DEFAULT_PLATFORM, metavar="OS/ARCH", type=platform,
                    help="with --image: the image of a multi-platform index to check (default: %(default)s)")
     p.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
@@ -130,9 +133,11 @@ def check_command(args: argparse.Namespace) -> CheckCommand:
     server = getattr(args, "server", None)  # set by customops.cli, from after `--`
     side_files = [(name, getattr(args, f"{name}_file", None)) for name in FORMATS]
     wanted = [(args.format, args.output), *((name, path) for name, path in side_files if path)]
+    containers = _containers(args)
     return CheckCommand(
-        tuple(args.repositories), ContainerChoice(args.container_root, args.profile, args.triton_release,
-                                                  args.backend_directory, args.image, args.platform),
+        tuple(args.repositories), containers[0] if containers else ContainerChoice(
+            backend_directory=args.backend_directory, platform=args.platform),
+        columns=containers if len(containers) > 1 else (),
         more_repositories=tuple(args.more_repositories), server=None if server is None else tuple(server),
         manifest=args.manifest, mounts=tuple(args.mount), model_config_name=args.model_config_name,
         load_model=tuple(args.load_model) if args.load_model is not None else None,
@@ -143,6 +148,17 @@ def check_command(args: argparse.Namespace) -> CheckCommand:
         base_dir=args.base_dir, options=ReportOptions(args.statistics, 1 if args.verbose else -1 if args.quiet else 0,
                                                       args.color), exit_zero=args.exit_zero,
         fail_on_target=args.fail_on_target)
+
+
+def _containers(args: argparse.Namespace) -> tuple[ContainerChoice, ...]:
+    """Each container the options name: the root, the profiles, the images, the releases (one choice for them all)."""
+    from customops.app.target import ContainerChoice
+
+    common = {"backend_directory": args.backend_directory, "platform": args.platform}
+    return (*[ContainerChoice(root=args.container_root, **common)] * bool(args.container_root),
+            *(ContainerChoice(profile=p, **common) for p in args.profile or ()),
+            *(ContainerChoice(image=i, **common) for i in args.image or ()),
+            *[ContainerChoice(release=args.triton_release, **common)] * bool(args.triton_release))
 
 
 def _report(name: str, output: str | None) -> ReportRequest:
@@ -191,19 +207,23 @@ def _run(command: CheckCommand, usage: Callable[[str], NoReturn] | None = None) 
     files = [_real(report.output) for report in command.reports if report.output]
     if len(set(files)) < len(files):
         wrong("two reports would be written to the same file")
+    if command.columns and any(c.image for c in command.columns) and not command.repositories and \
+            not command.more_repositories and command.server is None:
+        wrong("several targets: name the model repositories to check against each (a repository baked into an "
+              "image is checked against that image alone)")
     try:
         request = check_request(command)
     except ValueError as exc:
         wrong(str(exc))
-    from customops.app.matrix import release_targets, with_release
+    from customops.app.matrix import columns_of
 
-    targets = release_targets(request)
-    if len(targets) > 1:
-        return _run_matrix(command, request, targets, wrong)
+    columns = columns_of(request, command.columns)
+    if len(columns) > 1:
+        return _run_matrix(command, request, columns, wrong)
     if command.fail_on_target is not None:
-        wrong("--fail-on-target: only with several releases (--triton-release A,B or A..B)")
-    if targets:
-        request = with_release(request, targets[0])  # `latest`, `A..A`: that one release
+        wrong("--fail-on-target: only with several targets (--triton-release A,B or A..B, or several containers)")
+    if columns:
+        request = replace(request, container=columns[0].choice)  # `latest`, `A..A`: that one release
     result = answer(command, request)
     for warning in result.warnings:
         sys.stderr.write(f"customops: warning: {printable(warning)}\n")
@@ -223,29 +243,44 @@ def _run(command: CheckCommand, usage: Callable[[str], NoReturn] | None = None) 
     return 0 if command.exit_zero else exit_code  # --exit-zero, as ruff's: the reports still say FAIL
 
 
-def _run_matrix(command: CheckCommand, request: CheckRequest, targets: tuple[str, ...],
+def _run_matrix(command: CheckCommand, request: CheckRequest, columns: tuple[Column, ...],
                 wrong: Callable[[str], NoReturn]) -> int:
-    """Every model against every release: one report, text or JSON (customops.report.matrix)."""
+    """Every model against every target: one report, text, JSON, JUnit or SARIF (customops.report.matrix)."""
     from customops.app.check_command import report_base
-    from customops.app.matrix import run_matrix
+    from customops.app.matrix import Source, run_matrix
     from customops.report.junit import to_junit_matrix
     from customops.report.matrix import as_json, as_sarif, render_text
 
     unsupported = [r.format for r in command.reports if r.format not in ("text", "json", "junit", "sarif")]
     if unsupported:
-        wrong(f"several releases give one report, text, JSON, JUnit or SARIF: not {', '.join(unsupported)} (yet)")
+        wrong(f"several targets give one report, text, JSON, JUnit or SARIF: not {', '.join(unsupported)} (yet)")
     if command.options.statistics:
-        wrong("--statistics: one release's report only (several releases give a table of models by releases)")
-    if command.fail_on_target is not None and command.fail_on_target not in targets:
-        wrong(f"--fail-on-target {command.fail_on_target}: not one of the releases checked ({', '.join(targets)})")
-    matrix = run_matrix(request, targets)
+        wrong("--statistics: one target's report only (several give a table of models by targets)")
+    names = [c.name for c in columns]
+    if len(set(names)) < len(names):
+        wrong("the same container twice: each column of the matrix is named once")
+    if command.fail_on_target is not None and command.fail_on_target not in names and \
+            all(c.source is Source.FACTS for c in columns):
+        wrong(f"--fail-on-target {command.fail_on_target}: not one of the targets checked ({', '.join(names)})")
+    matrix = run_matrix(request, columns)
+    if command.fail_on_target is not None and not _picks(matrix, command.fail_on_target):
+        wrong(f"--fail-on-target {command.fail_on_target}: not one of the targets checked "
+              f"({', '.join(matrix.targets)})")
     for report in command.reports:
         base = report_base(report, command.base_dir, request)
-        render = {"json": as_json, "sarif": as_sarif, "junit": lambda m, b: to_junit_matrix(m.targets, m.runs, b),
+        render = {"json": as_json, "sarif": as_sarif, "junit": lambda m, b: to_junit_matrix(m, b),
                   "text": lambda m, _b: render_text(m)}[report.format]
         emit(render(matrix, base), report.output)
     exit_code = matrix.exit_code(command.fail_on_target)
     return 0 if command.exit_zero else exit_code
+
+
+def _picks(matrix: Matrix, target: str) -> bool:
+    try:
+        matrix.index(target)
+    except ValueError:
+        return False
+    return True
 
 
 def _real(path: str) -> str:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
 
 from customops.codes import CODES, Severity
 from customops.findings import Finding, model_of
 from customops.report.check import location, relative
 from customops.report.escape import printable, xml
 from customops.report.summary import CONFIGS_ONLY, scope
+
+if TYPE_CHECKING:
+    from customops.app.matrix import Matrix
 
 
 def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) -> str:
@@ -24,13 +28,16 @@ def to_junit(result, fail_on: Severity, base: str | None, elapsed: float = 0.0) 
     return _document("customops check", body, tests, failures, elapsed)
 
 
-def to_junit_matrix(targets: tuple[str, ...], runs: tuple, base: str | None) -> str:
-    """The upgrade matrix as JUnit: each release's suites as to_junit makes them, each named with its release
-    ("ranker_pt (Triton 25.08)"), so that one report shows where a model breaks."""
+def to_junit_matrix(matrix: Matrix, base: str | None) -> str:
+    """The upgrade matrix as JUnit: each target's suites as to_junit makes them, each named with its target
+    ("ranker_pt (Triton 25.08)", "ranker_pt (old.json)"), so that one report shows where a model breaks."""
+    from customops.report.matrix import target_label
+
     body: list[str] = []
     tests = failures = 0
-    for target, run in zip(targets, runs, strict=True):
-        found = _suites(run.result, run.fail_on, base, f" (Triton {target})")
+    runs = matrix.runs
+    for target, run in zip(matrix.targets, runs, strict=True):
+        found = _suites(run.result, run.fail_on, base, f" ({target_label(matrix, target)})")
         body, tests, failures = body + found[0], tests + found[1], failures + found[2]
     return _document("customops check (releases)", body, tests, failures, sum(r.seconds for r in runs))
 

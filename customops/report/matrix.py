@@ -1,6 +1,6 @@
-"""The upgrade matrix (`check --triton-release A,B,C`): models by targets, each cell `ok` or the codes that fail
-there, then the findings that differ between targets (once each, with the targets they occur in), and the newest
-target where everything loads. JSON: schema customops.matrix/1."""
+"""The upgrade matrix (`check --triton-release A,B,C`, or several containers): models by targets, each cell `ok` or
+the codes that fail there, then the findings that differ between targets (once each, with the targets they occur
+in), and the newest target where everything loads. JSON: schema customops.matrix/1."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from customops import schemas
-from customops.app.matrix import Matrix
+from customops.app.matrix import Matrix, Source
 from customops.report.check import finding_record, sarif_document, sarif_result
 
 SERVER_ROW = "(the server)"  # findings of no one model: a preload that fails every model
@@ -21,8 +21,13 @@ def render_text(matrix: Matrix) -> str:
     rows = [[m or SERVER_ROW, *(_cell(matrix, m, i) for i in range(len(matrix.targets)))] for m in models]
     header = ["model", *matrix.targets]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    facts = any(c.source is Source.FACTS for c in matrix.columns)
     lines = ["Models against Triton releases (each cell: ok, the codes that fail there, or ? where the release's "
-             "facts cannot decide):", ""]
+             "facts cannot decide):" if matrix.facts_only else "Models against targets (each cell: ok, the codes "
+             "that fail there" + (", or ? where a release's facts cannot decide):" if facts else "):"), ""]
+    lines += [f"  {c.name}: the {c.source} of {f'Triton {c.release}' if c.release else 'no known release'}, "
+              "checked in full" for c in matrix.columns if c.source is not Source.FACTS]
+    lines += [""] * (not matrix.facts_only)
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
     differing = matrix.differing()
     if differing:
@@ -40,13 +45,29 @@ def render_text(matrix: Matrix) -> str:
         lines += [f"  {m}: needs {need}  [{', '.join(targets)}]" for (m, need), targets in undecided.items()]
     everywhere = len(matrix.findings()) - len(differing)
     if everywhere:
-        lines += ["", f"{everywhere} finding(s) in every release (customops check --triton-release "
-                      f"{matrix.targets[-1]} shows them)."]
-    lines += ["", f"not checked: {NOT_CHECKED}", ""]
+        last = matrix.columns[-1]
+        again = (f"--triton-release {last.name}" if last.source is Source.FACTS else
+                 f"--{'container-root' if last.source is Source.ROOT else last.source} {last.name}")
+        lines += ["", f"{everywhere} finding(s) in every {'release' if matrix.facts_only else 'target'} "
+                      f"(customops check {again} shows them)."]
+    lines += ["", f"not checked: {NOT_CHECKED}"] * facts + [""]
     newest = matrix.newest_passing()
-    lines.append(f"Newest release where everything loads, as far as its facts tell: {newest}" if newest else
-                 "No release where everything loads, as far as its facts tell.")
+    if matrix.facts_only:
+        lines.append(f"Newest release where everything loads, as far as its facts tell: {newest}" if newest else
+                     "No release where everything loads, as far as its facts tell.")
+    else:
+        lines.append(f"Newest target where everything loads: {target_label(matrix, newest)}" if newest else
+                     "No target where everything loads.")
     return "\n".join(lines) + "\n"
+
+
+def target_label(matrix: Matrix, target: str) -> str:
+    """A target as a sentence names it: "Triton 25.08" (a release's facts), "old.json (Triton 24.12)" (a profile
+    of that release), "old.json" (one of no known release)."""
+    column = matrix.columns[matrix.targets.index(target)]
+    if column.source is Source.FACTS:
+        return f"Triton {column.name}"
+    return f"{column.name} (Triton {column.release})" if column.release else column.name
 
 
 def _cell(matrix: Matrix, model: str | None, index: int) -> str:
@@ -58,9 +79,9 @@ def _cell(matrix: Matrix, model: str | None, index: int) -> str:
 def as_json(matrix: Matrix, base: str | None) -> str:
     body: dict[str, Any] = {
         "schema": schemas.MATRIX, "ok": matrix.exit_code() == 0, "newest_passing": matrix.newest_passing(),
-        "targets": [{"target": t, "ok": matrix.passes(i), "decided": matrix.decided(i),
-                     "fail_on": str(run.fail_on)} for i, (t, run) in enumerate(zip(matrix.targets, matrix.runs,
-                                                                                   strict=True))],
+        "targets": [{"target": c.name, "source": str(c.source), "release": c.release, "ok": matrix.passes(i),
+                     "decided": matrix.decided(i), "fail_on": str(run.fail_on)}
+                    for i, (c, run) in enumerate(zip(matrix.columns, matrix.runs, strict=True))],
         "models": [{"name": m, "failing": {t: list(matrix.failing(m, i)) for i, t in enumerate(matrix.targets)},
                     "undecided": {t: list(matrix.undecided(m, i)) for i, t in enumerate(matrix.targets)
                                   if matrix.undecided(m, i)}} for m in matrix.models()],
@@ -79,9 +100,13 @@ def as_sarif(matrix: Matrix, base: str | None) -> str:
     for f, targets in found:
         run = matrix.runs[matrix.targets.index(targets[0])]
         entry = sarif_result(f, used, run.result, base)
-        entry["message"]["text"] = f"Triton {', '.join(targets)}: {entry['message']['text']}"
+        where = (f"Triton {', '.join(targets)}" if matrix.facts_only else
+                 ", ".join(target_label(matrix, t) for t in targets))
+        entry["message"]["text"] = f"{where}: {entry['message']['text']}"
         entry["properties"] = {**entry.get("properties", {}), "targets": list(targets)}
         entry["partialFingerprints"]["customops/targets/v1"] = ",".join(targets)
         results.append(entry)
-    return sarif_document(used, results, base, {"properties": {"scope": "release facts",
+    scope = "release facts" if matrix.facts_only else "release facts and containers" if any(
+        c.source is Source.FACTS for c in matrix.columns) else "containers"
+    return sarif_document(used, results, base, {"properties": {"scope": scope,
                                                                 "targets": list(matrix.targets)}})

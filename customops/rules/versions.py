@@ -22,6 +22,7 @@ from customops.frameworks import ONNXRUNTIME, TENSORRT, VERSIONED
 from customops.rules.context import RuleContext
 from customops.rules.version_nodes import onnxruntime_release_mismatch, version_missing
 from customops.triton.plan import LoadStep
+from customops.triton.serverargs import SERVER_LIBRARY
 
 NEEDS_PREDICTION = True
 T = TypeVar("T")
@@ -128,9 +129,9 @@ NOT_LISTED = "a library the release's facts do not list"
 def unknown_versions(info, facts) -> list[tuple[str, str]]:
     """(what the library needs, what the facts do not say) for each need the facts cannot decide. A DT_NEEDED
     library is decided by a version the facts state (libcudart.so.12 by the CUDA version, a framework's library by
-    its version), or by symbol versions the facts bound (libc.so.6, libstdc++.so.6, libgcc_s.so.1 by the GLIBC_,
-    GLIBCXX_, CXXABI_ and GCC_ nodes the library needs of it); any other library is not decided (libcublas,
-    libcudnn, libpython: the facts do not say which the release ships)."""
+    its version, libtritonserver.so by the server's), or by symbol versions the facts bound (libc.so.6,
+    libstdc++.so.6, libgcc_s.so.1 by the GLIBC_, GLIBCXX_, CXXABI_ and GCC_ nodes the library needs of it); any
+    other library is not decided (libcublas, libcudnn, libpython: the facts do not say which the release ships)."""
     found = []
     provided = _provided(facts)
     frameworks = {stem: f for f in VERSIONED for stem in (f.version_stem, f.c_api) if stem}
@@ -141,6 +142,9 @@ def unknown_versions(info, facts) -> list[tuple[str, str]]:
         if stem == "libcudart":
             if not facts.cuda:
                 found.append((needed, "CUDA"))
+        elif needed == SERVER_LIBRARY:  # Triton core: every release's server has it
+            if not facts.triton_version:
+                found.append((needed, "Triton"))
         elif stem in frameworks:
             if not getattr(facts, frameworks[stem].backend):
                 found.append((needed, frameworks[stem].label))

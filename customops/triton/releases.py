@@ -8,7 +8,8 @@ rule, never typed in:
 - Python: the image installs Ubuntu's python3 (server build.py), so its version is that package's, and the library
   the Python backend's stub needs is libpython<major.minor>.so.1.0;
 - CUDA x.y: the runtime library is libcudart.so.<x> (and cuBLAS libcublas.so.<x>); TensorRT x.y: libnvinfer.so.<x>
-  and libnvinfer_plugin.so.<x>.
+  and libnvinfer_plugin.so.<x>;
+- a server version: Triton core, libtritonserver.so (its SONAME has no version), which every backend links.
 
 A value no source states is unknown, and so is everything derived from it."""
 
@@ -22,6 +23,7 @@ from functools import cache
 from customops import packagedata
 from customops.errors import CustomopsError, printable
 from customops.frameworks import PYTHON, TENSORRT
+from customops.triton.serverargs import SERVER_LIBRARY
 
 VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -55,7 +57,7 @@ class Release:
     def derived(self) -> dict[str, str]:
         """What follows from the cited values by rule: glibc, GLIBCXX, CXXABI, Python and the SONAMEs of the
         libraries a plugin or op library links; absent where the value it follows from is unknown."""
-        found: dict[str, str] = {}
+        found: dict[str, str] = {"libtritonserver": SERVER_LIBRARY} if self.server else {}
         ubuntu = platform()["ubuntu"].get(self.value("ubuntu") or "")
         if ubuntu:
             glibc = _upstream(ubuntu["libc6"][0])

@@ -22,6 +22,9 @@ from customops.frameworks import TENSORRT
 TRITON_HOME = "/opt/tritonserver"
 DEFAULT_BACKEND_DIRECTORY = f"{TRITON_HOME}/backends"  # where the server looks without --backend-directory
 SERVER = f"{TRITON_HOME}/bin/tritonserver"  # the process that loads everything in a Triton container
+# Triton core, which every backend links: core/src/CMakeLists.txt builds it with OUTPUT_NAME tritonserver and no
+# VERSION, so its SONAME has no version; every release's server ships it in TRITON_HOME/lib
+SERVER_LIBRARY = "libtritonserver.so"
 SERVER_CWD = TRITON_HOME  # its working directory in the NGC images (relative dlopen paths start there)
 STAND_IN_HOSTS = ("/usr/bin/true", "/bin/true", "/bin/sh")  # a target without the server: a plain program
 CLOUD = ("s3://", "gs://", "as://")  # repositories the server reads from cloud storage (core filesystem/api.cc)
