@@ -5,10 +5,11 @@
 
 Every value comes from a line of a cited source, and names it: a release branch's server `build.py` (its version
 map: the server, ONNX Runtime and OpenVINO versions; the CUDA keyring repository its DCGM step installs, which names
-the image's Ubuntu; whether it builds the TensorFlow backend), or a line of NVIDIA's release notes kept in
-`cited.tsv` (CUDA, and the components the notes list). A column no source states is listed as unknown, never filled
-in. What follows from a value by a rule (glibc from Ubuntu, a library's SONAME from a version) is derived in
-customops.triton.releases, from the Ubuntu and GCC facts kept here too, not typed into the table.
+the image's Ubuntu; whether it builds the TensorFlow backend; the Python backend's Ubuntu libpython3-dev), or a line
+of NVIDIA's release notes kept in `cited.tsv` (CUDA, and the components the notes list). A column no source states
+is listed as unknown, never filled in. What follows from a value by a rule (glibc from Ubuntu, a library's SONAME
+from a version) is derived in customops.triton.releases, from the Ubuntu and GCC facts kept here too, not typed
+into the table.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "tests" / "data" / "releases"
 TABLE = ROOT / "customops" / "data" / "releases.json"
-COLUMNS = ("server", "ubuntu", "python", "cuda", "cublas", "cudnn", "nccl", "tensorrt", "onnxruntime", "openvino",
-           "pytorch", "tensorflow", "tensorflow_backend", "dali")
+COLUMNS = ("server", "ubuntu", "python", "libpython3_dev", "cuda", "cublas", "cudnn", "nccl", "tensorrt", "onnxruntime",
+           "openvino", "pytorch", "tensorflow", "tensorflow_backend", "dali")
 KEYRING = re.compile(r"repos/ubuntu(\d\d)(\d\d)/x86_64/cuda-keyring")
 
 
@@ -57,6 +58,9 @@ def from_build_py(path: Path) -> tuple[str, dict[str, list]]:
     tensorflow = next((line for line in lines if line.startswith("def tensorflow_cmake_args(")), None)
     found["tensorflow_backend"] = [tensorflow is not None, url,
                                    tensorflow or "(no tensorflow_cmake_args: the TensorFlow backend is not built)"]
+    libpython = next((line for line in lines if line.startswith("libpython3-dev")), None)
+    if libpython:  # the Python backend's apt-get line: Ubuntu's libpython3-dev, so its python3's libpython
+        found["libpython3_dev"] = [True, url, libpython.rstrip("\\& ").strip()]
     assert values["release"] == path.stem, (path, values["release"])
     return path.stem, found
 

@@ -38,7 +38,7 @@ def test_json_report_is_versioned_and_lists_every_finding(example):
     first = report["findings"][0]
     assert {"code", "severity", "message", "model", "library", "symbol", "predicted", "evidence", "hint"} <= set(first)
     assert report["plan"]["server_args"] == ["--backend-config=tensorrt,plugins=/models/segmenter_trt/plugins/"
-                                             "libtrt8_plugin.so"]
+                                             "libtrt8_plugin.so;/models/upscaler_trt/plugins/libupscale_plugin.so"]
     from jsonschema import Draft202012Validator
 
     schema = json.loads((ROOT / "customops" / "schemas" / "check-1.json").read_text())

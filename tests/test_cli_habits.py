@@ -153,7 +153,7 @@ def test_verbose_adds_container_facts_and_what_each_clean_model_loads(example):
     assert re.search(r"container: .*TensorRT 10", verbose.stdout)
     assert re.search(r"no findings: text_tf \(backend tensorflow;.*1 op library; 1 load\(s\) predicted\)",
                      verbose.stdout)
-    assert set(normal.stdout.splitlines()) - {"no findings: custom, text_tf"} <= set(
+    assert set(normal.stdout.splitlines()) - {"no findings: custom, text_tf, upscaler_trt"} <= set(
         verbose.stdout.splitlines())
 
 

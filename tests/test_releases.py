@@ -23,8 +23,8 @@ from fixtures import wheels
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "tests" / "data" / "releases"
-COLUMNS = ("server", "ubuntu", "python", "cuda", "cublas", "cudnn", "nccl", "tensorrt", "onnxruntime", "openvino",
-           "pytorch", "tensorflow", "tensorflow_backend", "dali")
+COLUMNS = ("server", "ubuntu", "python", "libpython3_dev", "cuda", "cublas", "cudnn", "nccl", "tensorrt", "onnxruntime",
+           "openvino", "pytorch", "tensorflow", "tensorflow_backend", "dali")
 LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
 
 
@@ -82,7 +82,8 @@ def test_a_releases_facts_stand_in_their_cited_text(name):
     for column, value in row.values.items():
         url, quote = row.sources[column]
         if isinstance(value, bool):
-            assert value == (quote in kept and quote.startswith("def tensorflow_cmake_args(")), (column, quote)
+            stated = "def tensorflow_cmake_args(" if column == "tensorflow_backend" else "libpython3-dev"
+            assert value == (quote in kept and quote.startswith(stated)), (column, quote)
         elif url.endswith(f"/r{name}/build.py"):  # Ubuntu as the keyring's repository names it: ubuntu2404
             assert str(value).replace(".", "" if column == "ubuntu" else ".") in quote and quote in kept, quote
         else:

@@ -214,6 +214,25 @@ def test_a_backend_linking_triton_core_is_decided_by_every_release_with_a_server
     assert model["undecided"] == {} and model["failing"] == {"24.12": [], "25.08": []}
 
 
+def test_a_library_built_for_another_python_fails_where_the_release_ships_another_libpython(tmp_path):
+    """A release's image has one Python, Ubuntu's python3, and its libpython3-dev (server build.py): 20.04's 3.8
+    until 23.04, 22.04's 3.10 from 23.05, 24.04's 3.12 from 24.11. A backend (or a stub) built against Python 3.10
+    loads only where that is the release's ("libpython3.10.so.1.0: cannot open shared object file" elsewhere,
+    server#4398)."""
+    backend = needing(tmp_path, "libtriton_embedded.so", "libpython3.10.so.1.0", entry=False)
+    repo = tmp_path / "models"
+    (repo / "embedded" / "1").mkdir(parents=True)
+    (repo / "embedded" / "1" / backend.name).write_bytes(backend.read_bytes())
+    (repo / "embedded" / "config.pbtxt").write_text('backend: "embedded"\n')
+    report = matrix(repo, "23.04,23.05,24.10,24.11", tmp_path)
+    (model,) = report["models"]
+    assert model["failing"] == {"23.04": ["CO302"], "23.05": [], "24.10": [], "24.11": ["CO302"]}
+    assert model["undecided"] == {} and report["newest_passing"] == "24.10"
+    (first, last) = [f for f in report["findings"] if f["code"] == "CO302"]
+    assert first["targets"] == ["23.04"] and "the container's Python is 3.8" in first["message"]
+    assert last["predicted"] == "libpython3.10.so.1.0: cannot open shared object file: No such file or directory"
+
+
 def test_a_gcc_13_unwinder_node_fails_where_libgcc_is_gcc_12s(unlisted, tmp_path):
     report = matrix(unlisted, "24.10,24.11", tmp_path, "--load-model", "new_gcc_op")
     assert report["models"][0]["failing"] == {"24.10": ["CO306"], "24.11": []}

@@ -25,6 +25,7 @@ from customops.triton.plan import LoadStep
 from customops.triton.serverargs import SERVER_LIBRARY
 
 NEEDS_PREDICTION = True
+LIBPYTHON = re.compile(r"^libpython(?P<version>\d+\.\d+)\.so\.1\.0$")  # Python's SONAME: libpython<X.Y>.so.1.0
 T = TypeVar("T")
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
 
@@ -145,6 +146,9 @@ def unknown_versions(info, facts) -> list[tuple[str, str]]:
         elif needed == SERVER_LIBRARY:  # Triton core: every release's server has it
             if not facts.triton_version:
                 found.append((needed, "Triton"))
+        elif LIBPYTHON.match(needed):  # decided by the one libpython the container's facts name
+            if not facts.python:
+                found.append((needed, "Python"))
         elif stem in frameworks:
             if not getattr(facts, frameworks[stem].backend):
                 found.append((needed, frameworks[stem].label))
@@ -163,14 +167,16 @@ def _provided(facts) -> dict[str, str | None]:
 
 
 def from_facts(rules: RuleContext) -> list[Finding]:
-    """CO501/CO502, CO306 and CO505 from the container's facts, without its libraries."""
+    """CO501/CO502, CO306, CO505 and CO302 (another Python's libpython) from the container's facts, without its
+    libraries."""
     facts = rules.triton.container.facts
 
-    def held(info) -> tuple[list[Mismatch], list[Shortfall], list[str]]:
-        return major_mismatches(info, facts), version_shortfalls(info, facts), onnxruntime_nodes(info, facts)
+    def held(info) -> tuple[list[Mismatch], list[Shortfall], list[str], list[str]]:
+        return (major_mismatches(info, facts), version_shortfalls(info, facts), onnxruntime_nodes(info, facts),
+                other_pythons(info, facts))
 
     findings: list[Finding] = []
-    for step, (mismatches, shortfalls, nodes) in _each_library(rules, held):
+    for step, (mismatches, shortfalls, nodes, pythons) in _each_library(rules, held):
         about = {"model": step.model, "library": step.path, "file": step.host_path}
         findings += [major_mismatch(m, f"{step.path} needs {m.needed} ({m.needs}); the container has {m.has}",
                                     **about) for m in mismatches]
@@ -180,7 +186,26 @@ def from_facts(rules: RuleContext) -> list[Finding]:
             f"{step.path} needs ONNX Runtime's version node {node}; the container's ONNX Runtime "
             f"{facts.onnxruntime} defines VERS_{facts.onnxruntime} only: it was linked against another release",
             version=node, **about) for node in nodes]
+        findings += [python_missing(step.path, needed, facts.python, about) for needed in pythons]
     return findings
+
+
+def other_pythons(info, facts) -> list[str]:
+    """The libpython SONAMEs the library needs of another Python than the one whose libpython the container's
+    facts name (a release's image has one Python, Ubuntu's python3: libpython3.10.so.1.0 is absent from 24.12)."""
+    if not facts.python:
+        return []
+    return [n for n in info.needed if (m := LIBPYTHON.match(n)) and m.group("version") != facts.python]
+
+
+def python_missing(library: str, needed: str, python: str | None, about: dict) -> Finding:
+    """CO302 from the facts: the library needs another Python's libpython, which the container does not have."""
+    from customops.rules.loading import needed_not_found
+
+    version = LIBPYTHON.match(needed)
+    return needed_not_found(f"{library} needs {needed} (Python {version.group('version') if version else '?'}); "
+                            f"the container's Python is {python}, whose libpython{python}.so.1.0 is its only one",
+                            predicted=f"{needed}: cannot open shared object file: No such file or directory", **about)
 
 
 def undecided(rules: RuleContext) -> list[Undecided]:

@@ -5,8 +5,9 @@ rule, never typed in:
 - glibc: the Ubuntu release's libc6 package version names the glibc, whose newest symbol version is GLIBC_<it>;
 - libstdc++: the Ubuntu release's libstdc++6 comes from a GCC release, whose newest GLIBCXX_ and CXXABI_ symbol
   versions are those of the newest GCC release at or below it in GCC's own ABI list;
-- Python: the image installs Ubuntu's python3 (server build.py), so its version is that package's, and the library
-  the Python backend's stub needs is libpython<major.minor>.so.1.0;
+- Python: the image installs Ubuntu's python3 (server build.py), so its version is that package's; where build.py
+  installs Ubuntu's libpython3-dev too (for the Python backend), the image's one libpython is
+  libpython<major.minor>.so.1.0, the library the Python backend's stub needs;
 - CUDA x.y: the runtime library is libcudart.so.<x> (and cuBLAS libcublas.so.<x>); TensorRT x.y: libnvinfer.so.<x>
   and libnvinfer_plugin.so.<x>;
 - a server version: Triton core, libtritonserver.so (its SONAME has no version), which every backend links.
@@ -70,7 +71,8 @@ class Release:
         python = _major_minor(self.value(PYTHON.backend) or (_upstream(ubuntu["python3"][0]) if ubuntu else None))
         if python:
             found[PYTHON.backend] = python
-            found["libpython"] = f"libpython{python}.so.1.0"
+            if self.values.get("libpython3_dev") is True:  # Ubuntu's, of its python3: the one libpython there
+                found["libpython"] = f"libpython{python}.so.1.0"
         cuda = _major(self.value("cuda"))
         if cuda:
             found["libcudart"] = f"libcudart.so.{cuda}"
