@@ -139,9 +139,27 @@ def test_latest_is_one_release_checked_as_any_other(repository, tmp_path):
     assert newest["schema"] == "customops.check/1" and [f["code"] for f in newest["findings"]] == ["CO203"]
 
 
-def test_several_releases_in_a_format_the_matrix_does_not_have_is_a_usage_error(repository, tmp_path):
-    out = check(str(repository), "--triton-release", "25.02,25.06", "--format", "github", cwd=tmp_path)
-    assert out.returncode == 2 and "not github" in out.stderr
+def test_the_matrix_as_github_annotations_leads_each_finding_with_its_releases(repository, tmp_path):
+    out = check(str(repository), "--triton-release", "25.01..25.04", "--load-model", "tf", "--format", "github",
+                cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    (co203,) = [line for line in lines if "title=CO203" in line]  # once, with both releases
+    assert co203.startswith("::error file=") and "::Triton 25.03, 25.04: model 'tf' needs" in co203
+    assert lines[-1] == ("::notice title=customops::Newest release where everything loads, as far as its facts "
+                         "tell: 25.02")
+
+
+def test_the_matrix_as_gitlab_code_quality_is_an_issue_per_finding_and_its_releases(repository, tmp_path):
+    """One CO502 in 25.08 and another in 25.10 (their messages name each release's CUDA): two issues, each led by
+    its release, with fingerprints of their own."""
+    out = check(str(repository), "--triton-release", "25.06..25.10", "--load-model", "cuda_op", "--format", "gitlab",
+                cwd=tmp_path)
+    issues = json.loads(out.stdout)
+    co502 = [i for i in issues if i["check_name"] == "CO502"]
+    assert [i["description"].split(": ", 1)[0] for i in co502] == ["Triton 25.08", "Triton 25.10"]
+    assert all(i["severity"] == "critical" and i["location"]["path"] for i in co502)
+    assert len({i["fingerprint"] for i in issues}) == len(issues)
 
 
 def test_an_op_library_linked_against_onnx_runtime_1_21_fails_where_the_release_ships_another(repository, tmp_path):

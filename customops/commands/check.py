@@ -245,15 +245,12 @@ def _run(command: CheckCommand, usage: Callable[[str], NoReturn] | None = None) 
 
 def _run_matrix(command: CheckCommand, request: CheckRequest, columns: tuple[Column, ...],
                 wrong: Callable[[str], NoReturn]) -> int:
-    """Every model against every target: one report, text, JSON, JUnit or SARIF (customops.report.matrix)."""
+    """Every model against every target: one report in each format asked for (customops.report.matrix)."""
     from customops.app.check_command import report_base
     from customops.app.matrix import Source, run_matrix
     from customops.report.junit import to_junit_matrix
-    from customops.report.matrix import as_json, as_sarif, render_text
+    from customops.report.matrix import as_github, as_gitlab, as_json, as_sarif, render_text
 
-    unsupported = [r.format for r in command.reports if r.format not in ("text", "json", "junit", "sarif")]
-    if unsupported:
-        wrong(f"several targets give one report, text, JSON, JUnit or SARIF: not {', '.join(unsupported)} (yet)")
     if command.options.statistics:
         wrong("--statistics: one target's report only (several give a table of models by targets)")
     names = [c.name for c in columns]
@@ -268,8 +265,8 @@ def _run_matrix(command: CheckCommand, request: CheckRequest, columns: tuple[Col
               f"({', '.join(matrix.targets)})")
     for report in command.reports:
         base = report_base(report, command.base_dir, request)
-        render = {"json": as_json, "sarif": as_sarif, "junit": lambda m, b: to_junit_matrix(m, b),
-                  "text": lambda m, _b: render_text(m)}[report.format]
+        render = {"json": as_json, "sarif": as_sarif, "junit": to_junit_matrix, "github": as_github,
+                  "gitlab": as_gitlab, "text": lambda m, _b: render_text(m)}[report.format]
         emit(render(matrix, base), report.output)
     exit_code = matrix.exit_code(command.fail_on_target)
     return 0 if command.exit_zero else exit_code

@@ -213,18 +213,24 @@ GITLAB_SEVERITY = {Severity.ERROR: "critical", Severity.WARNING: "minor", Severi
 def to_gitlab(result, base: str | None) -> str:
     """GitLab Code Quality (a JSON array of issues, each with a description, check_name, fingerprint, severity
     and location: a path relative to the checkout and a line, as `location` places it)."""
-    issues = [{"description": f.stated + related.sentence(f, base)
-               + (f" | predicted: {f.predicted}" if f.predicted else ""),
-               "check_name": f.code, "fingerprint": _fingerprint(f, base), "severity": GITLAB_SEVERITY[f.level],
-               "location": {"path": path, "lines": {"begin": line}}}
-              for f in result.findings for path, line, _ in [location(f, result, base)]]
-    return dumps(issues, indent=2)
+    return dumps([gitlab_issue(f, result, base) for f in result.findings], indent=2)
 
 
-def _fingerprint(f: Finding, base: str | None) -> str:
-    """The same for one finding wherever its lines move: code, model, library, symbol and path."""
+def gitlab_issue(f: Finding, result, base: str | None, lead: str = "") -> dict:
+    """One finding as a Code Quality issue; `lead` opens its description and joins its fingerprint (the upgrade
+    matrix's "Triton 25.08, 25.10: ", so that each set of targets is an issue of its own)."""
+    path, line, _ = location(f, result, base)
+    return {"description": lead + f.stated + related.sentence(f, base)
+            + (f" | predicted: {f.predicted}" if f.predicted else ""),
+            "check_name": f.code, "fingerprint": _fingerprint(f, base, lead), "severity": GITLAB_SEVERITY[f.level],
+            "location": {"path": path, "lines": {"begin": line}}}
+
+
+def _fingerprint(f: Finding, base: str | None, lead: str = "") -> str:
+    """The same for one finding wherever its lines move: code, model, library, symbol and path (and `lead`)."""
     identity = "\0".join(v or "" for v in (f.code, f.model, f.library, f.symbol, relative(f.file, base),
                                             relative(f.artifact, base)))
+    identity += f"\0{lead}" if lead else ""
     return hashlib.sha256(key_bytes(identity)).hexdigest()  # two names that are not UTF-8 stay two alerts
 
 
@@ -238,12 +244,18 @@ def to_github(result, base: str | None) -> str:
     """One workflow command per line: GitHub ends a command at a line break, its properties at `,` and
     `::`, so values are escaped by its rules (github_property, github_data)."""
     lines = [] if scope(result) == "full" else [f"::notice title=customops::{CONFIGS_ONLY}: {NOT_MODELLED}"]
-    level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
-    for f in result.findings:
-        path, line, column = location(f, result, base)  # a file of the checkout, as SARIF's
-        props = [f"file={github_property(path)}", f"line={line}", *([f"col={column}"] if column else [])]
-        props = [*(props if path != "." else []), f"title={github_property(f.code)}"]
-        message = github_data(f.stated + related.sentence(f, base)
-                              + (f" | predicted: {f.predicted}" if f.predicted else ""))
-        lines.append(f"::{level[f.level]} {','.join(props)}::{message}")
+    lines += [github_line(f, result, base) for f in result.findings]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def github_line(f: Finding, result, base: str | None, lead: str = "") -> str:
+    """One finding as a workflow command; `lead` opens its message (the upgrade matrix's targets)."""
+    path, line, column = location(f, result, base)  # a file of the checkout, as SARIF's
+    props = [f"file={github_property(path)}", f"line={line}", *([f"col={column}"] if column else [])]
+    props = [*(props if path != "." else []), f"title={github_property(f.code)}"]
+    message = github_data(lead + f.stated + related.sentence(f, base)
+                          + (f" | predicted: {f.predicted}" if f.predicted else ""))
+    return f"::{GITHUB_LEVEL[f.level]} {','.join(props)}::{message}"

@@ -5,11 +5,15 @@ in), and the newest target where everything loads. JSON: schema customops.matrix
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from customops import schemas
 from customops.app.matrix import Matrix, Source
-from customops.report.check import finding_record, sarif_document, sarif_result
+from customops.report.check import finding_record, github_line, gitlab_issue, sarif_document, sarif_result
+from customops.report.escape import dumps
+
+if TYPE_CHECKING:
+    from customops.app.checking import CheckRun
 
 SERVER_ROW = "(the server)"  # findings of no one model: a preload that fails every model
 NOT_CHECKED = ("loading, symbol resolution, collisions and registrations need each release's files: give its "
@@ -51,14 +55,16 @@ def render_text(matrix: Matrix) -> str:
         lines += ["", f"{everywhere} finding(s) in every {'release' if matrix.facts_only else 'target'} "
                       f"(customops check {again} shows them)."]
     lines += ["", f"not checked: {NOT_CHECKED}"] * facts + [""]
-    newest = matrix.newest_passing()
-    if matrix.facts_only:
-        lines.append(f"Newest release where everything loads, as far as its facts tell: {newest}" if newest else
-                     "No release where everything loads, as far as its facts tell.")
-    else:
-        lines.append(f"Newest target where everything loads: {target_label(matrix, newest)}" if newest else
-                     "No target where everything loads.")
+    lines.append(_newest_line(matrix, matrix.newest_passing()))
     return "\n".join(lines) + "\n"
+
+
+def _newest_line(matrix: Matrix, newest: str | None) -> str:
+    if matrix.facts_only:
+        return (f"Newest release where everything loads, as far as its facts tell: {newest}" if newest else
+                "No release where everything loads, as far as its facts tell.")
+    return f"Newest target where everything loads: {target_label(matrix, newest)}" if newest else \
+        "No target where everything loads."
 
 
 def target_label(matrix: Matrix, target: str) -> str:
@@ -90,6 +96,34 @@ def as_json(matrix: Matrix, base: str | None) -> str:
     return json.dumps(body, indent=2) + "\n"
 
 
+def as_github(matrix: Matrix, base: str | None) -> str:
+    """GitHub workflow annotations: each distinct finding once, its targets leading its message ("Triton 25.08,
+    25.10: ..."), then a notice naming the newest target where everything loads."""
+    lines = [github_line(f, _run_of(matrix, targets).result, base, _lead(matrix, targets) + ": ")
+             for f, targets in matrix.findings()]
+    newest = matrix.newest_passing()
+    lines.append(f"::notice title=customops::{_newest_line(matrix, newest)}")
+    return "\n".join(lines) + "\n"
+
+
+def as_gitlab(matrix: Matrix, base: str | None) -> str:
+    """GitLab Code Quality: each distinct finding once, its targets leading its description and joining its
+    fingerprint, so that "breaks in 25.08" and "breaks in 25.08, 25.10" are issues of their own."""
+    return dumps([gitlab_issue(f, _run_of(matrix, targets).result, base, _lead(matrix, targets) + ": ")
+                  for f, targets in matrix.findings()], indent=2)
+
+
+def _run_of(matrix: Matrix, targets: tuple[str, ...]) -> CheckRun:
+    """The run of the first target a finding occurs in: where its location is read."""
+    return matrix.runs[matrix.targets.index(targets[0])]
+
+
+def _lead(matrix: Matrix, targets: tuple[str, ...]) -> str:
+    """The targets a finding occurs in, as its message leads with them."""
+    return (f"Triton {', '.join(targets)}" if matrix.facts_only else
+            ", ".join(target_label(matrix, t) for t in targets))
+
+
 def as_sarif(matrix: Matrix, base: str | None) -> str:
     """SARIF: each distinct finding once, its message led by the releases it occurs in ("Triton 25.08, 25.10:"),
     which its `properties.targets` list, and a fingerprint of its own per set of releases, so that one upload
@@ -98,11 +132,8 @@ def as_sarif(matrix: Matrix, base: str | None) -> str:
     used = sorted({f.code for f, _ in found})
     results = []
     for f, targets in found:
-        run = matrix.runs[matrix.targets.index(targets[0])]
-        entry = sarif_result(f, used, run.result, base)
-        where = (f"Triton {', '.join(targets)}" if matrix.facts_only else
-                 ", ".join(target_label(matrix, t) for t in targets))
-        entry["message"]["text"] = f"{where}: {entry['message']['text']}"
+        entry = sarif_result(f, used, _run_of(matrix, targets).result, base)
+        entry["message"]["text"] = f"{_lead(matrix, targets)}: {entry['message']['text']}"
         entry["properties"] = {**entry.get("properties", {}), "targets": list(targets)}
         entry["partialFingerprints"]["customops/targets/v1"] = ",".join(targets)
         results.append(entry)
