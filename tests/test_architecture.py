@@ -231,6 +231,7 @@ RULE_PARTS = {  # a module of rules/ that is part of a rule module, not one itse
     "customops.rules.constructors": "customops.rules.loading",  # a constructor's call of a function defined nowhere
     "customops.rules.probed_tensorrt": "customops.rules.probed",  # check(group), for the TensorRT group
     "customops.rules.version_nodes": "customops.rules.loading",  # CO306, CO505: a version node nobody defines
+    "customops.rules.needed": "customops.rules.loading",  # CO302: a needed library the container lacks (versions too)
 }
 
 

@@ -26,7 +26,7 @@ EXPECTED = {
     "tokenizer_ort": {"CO301", "CO104"},
     None: {"CO304", "CO401"},  # reranker_pt's op library stops the server at start: its registration calls what
 }                              # the container's torch lacks (the rest is found as if the server started without it)
-CLEAN = {"custom", "ranker_pt", "reranker_pt", "text_tf"}
+CLEAN = {"custom", "ranker_pt", "reranker_pt", "text_tf", "upscaler_trt"}
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                 reason="the in-container oracle needs root (chroot in a mount namespace)")
 

@@ -194,7 +194,7 @@ def test_no_findings_lists_only_models_no_finding_concerns(example_report):
     it): it has a finding."""
     assert "CO401 warning customops.toml:11:13: preloaded /models/ranker_pt/ops/libc10_interposer.so" in \
         example_report
-    assert "\nno findings: custom, text_tf\n" in example_report
+    assert "\nno findings: custom, text_tf, upscaler_trt\n" in example_report
 
 
 def test_a_config_error_prints_its_location_once(tmp_path):

@@ -96,5 +96,5 @@ def test_a_search_attempt_shows_its_reason_where_it_has_one():
 def test_container_facts_keep_their_json_keys_in_their_order():
     record = ContainerFacts(known_from=FactsFrom.RELEASE).record()
     assert list(record) == ["triton_version", "backends", "absent_backends", "tensorrt", "onnxruntime", "tensorflow",
-                            "pytorch", "cuda", "glibc", "glibcxx", "cxxabi", "source", "missing"]
+                            "pytorch", "cuda", "libpython", "glibc", "glibcxx", "cxxabi", "source", "missing"]
     assert type(record["source"]) is str and record["source"] == "release"

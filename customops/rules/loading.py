@@ -34,6 +34,7 @@ from customops.linker.types import (
 from customops.rules import constructors
 from customops.rules.context import RuleContext
 from customops.rules.framework_drift import framework_of, rebuild_against
+from customops.rules.needed import needed_not_found
 from customops.rules.version_nodes import preload_bringing, version_missing, version_not_defined
 from customops.rules.versions import Mismatch, from_facts, major_mismatch, major_mismatches
 from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
@@ -346,12 +347,6 @@ def missing_entry_point(step: LoadStep, call: CallOutcome) -> Finding:
 def unusable_file(message: str, **fields: Any) -> Finding:
     """A library that does not exist where the server opens it, is a directory, or cannot be read."""
     return Finding(Code.CO301, message, **fields)
-
-
-@emits(Code.CO302)
-def needed_not_found(message: str, **fields: Any) -> Finding:
-    """A library's DT_NEEDED dependency found nowhere ld.so searches (every path tried in the evidence)."""
-    return Finding(Code.CO302, message, **fields)
 
 
 @emits(Code.CO303)

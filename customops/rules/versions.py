@@ -18,14 +18,15 @@ from customops.elf.summary import version_key, version_maxima
 from customops.emitters import emits
 from customops.errors import ElfError
 from customops.findings import Finding
-from customops.frameworks import ONNXRUNTIME, TENSORRT, VERSIONED
+from customops.frameworks import ONNXRUNTIME, PYTHON, TENSORRT, VERSIONED
 from customops.rules.context import RuleContext
+from customops.rules.needed import needed_not_found
 from customops.rules.version_nodes import onnxruntime_release_mismatch, version_missing
 from customops.triton.plan import LoadStep
 from customops.triton.serverargs import SERVER_LIBRARY
 
 NEEDS_PREDICTION = True
-LIBPYTHON = re.compile(r"^libpython(?P<version>\d+\.\d+)\.so\.1\.0$")  # Python's SONAME: libpython<X.Y>.so.1.0
+LIBPYTHON = re.compile(r"^libpython(?P<version>\d+\.\d+)\.so\.1\.0$")  # the interpreter's SONAME scheme
 T = TypeVar("T")
 SONAME_MAJOR = re.compile(r"^(?P<stem>lib[\w+-]+)\.so\.(?P<major>\d+)$")
 
@@ -132,7 +133,7 @@ def unknown_versions(info, facts) -> list[tuple[str, str]]:
     library is decided by a version the facts state (libcudart.so.12 by the CUDA version, a framework's library by
     its version, libtritonserver.so by the server's), or by symbol versions the facts bound (libc.so.6,
     libstdc++.so.6, libgcc_s.so.1 by the GLIBC_, GLIBCXX_, CXXABI_ and GCC_ nodes the library needs of it); any
-    other library is not decided (libcublas, libcudnn, libpython: the facts do not say which the release ships)."""
+    other library is not decided (libcublas, libcudnn: the facts do not say which the release ships)."""
     found = []
     provided = _provided(facts)
     frameworks = {stem: f for f in VERSIONED for stem in (f.version_stem, f.c_api) if stem}
@@ -147,8 +148,8 @@ def unknown_versions(info, facts) -> list[tuple[str, str]]:
             if not facts.triton_version:
                 found.append((needed, "Triton"))
         elif LIBPYTHON.match(needed):  # decided by the one libpython the container's facts name
-            if not facts.python:
-                found.append((needed, "Python"))
+            if not facts.libpython:
+                found.append((needed, PYTHON.label))
         elif stem in frameworks:
             if not getattr(facts, frameworks[stem].backend):
                 found.append((needed, frameworks[stem].label))
@@ -186,25 +187,26 @@ def from_facts(rules: RuleContext) -> list[Finding]:
             f"{step.path} needs ONNX Runtime's version node {node}; the container's ONNX Runtime "
             f"{facts.onnxruntime} defines VERS_{facts.onnxruntime} only: it was linked against another release",
             version=node, **about) for node in nodes]
-        findings += [python_missing(step.path, needed, facts.python, about) for needed in pythons]
+        findings += [python_missing(step.path, needed, facts.libpython, about) for needed in pythons]
     return findings
 
 
 def other_pythons(info, facts) -> list[str]:
-    """The libpython SONAMEs the library needs of another Python than the one whose libpython the container's
-    facts name (a release's image has one Python, Ubuntu's python3: libpython3.10.so.1.0 is absent from 24.12)."""
-    if not facts.python:
+    """The libpython SONAMEs the library needs other than the one libpython the container's facts name (a
+    release's image has one Python, Ubuntu's python3: libpython3.10.so.1.0 is absent from 24.12)."""
+    if not facts.libpython:
         return []
-    return [n for n in info.needed if (m := LIBPYTHON.match(n)) and m.group("version") != facts.python]
+    return [n for n in info.needed if LIBPYTHON.match(n) and n != facts.libpython]
 
 
-def python_missing(library: str, needed: str, python: str | None, about: dict) -> Finding:
+def python_missing(library: str, needed: str, libpython: str | None, about: dict) -> Finding:
     """CO302 from the facts: the library needs another Python's libpython, which the container does not have."""
-    from customops.rules.loading import needed_not_found
+    def version(soname: str | None) -> str:
+        match = LIBPYTHON.match(soname or "")
+        return match.group("version") if match else "?"
 
-    version = LIBPYTHON.match(needed)
-    return needed_not_found(f"{library} needs {needed} (Python {version.group('version') if version else '?'}); "
-                            f"the container's Python is {python}, whose libpython{python}.so.1.0 is its only one",
+    return needed_not_found(f"{library} needs {needed} ({PYTHON.label} {version(needed)}); the container's "
+                            f"{PYTHON.label} is {version(libpython)}, whose {libpython} is its only libpython",
                             predicted=f"{needed}: cannot open shared object file: No such file or directory", **about)
 
 

@@ -53,8 +53,8 @@ class ContainerFacts:
     tensorflow: str | None = None
     pytorch: str | None = None
     cuda: str | None = None
-    python: str | None = None  # X.Y of the one libpython a release's image ships (from its facts; a root's or a
-    # profile's libraries decide for themselves)
+    libpython: str | None = None  # the SONAME of the one libpython a release's image ships (libpython3.12.so.1.0;
+    # from its facts: a root's or a profile's libraries decide for themselves)
     glibc: str | None = None  # highest GLIBC_x defined by the container's libc
     glibcxx: str | None = None
     cxxabi: str | None = None
@@ -288,7 +288,7 @@ def from_release(name: str) -> Container:
     derived = row.derived()
     facts = ContainerFacts(triton_version=row.server,  # the table says which releases build TensorFlow's backend
                            absent_backends=() if row.tensorflow_backend else (TENSORFLOW.backend,),
-                           cuda=row.value("cuda"), python=derived.get("python") if "libpython" in derived else None,
+                           cuda=row.value("cuda"), libpython=derived.get("libpython"),
                            glibc=derived.get("glibc"), glibcxx=derived.get("glibcxx"),
                            cxxabi=derived.get("cxxabi"), known_from=FactsFrom.RELEASE,
                            missing=("loading and symbol resolution (needs the container's libraries: use "

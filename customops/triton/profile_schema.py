@@ -25,7 +25,7 @@ TOP_KEYS = {"schema", "facts", "image", "backend_dir", "server", "server_args", 
             "target", "directories", "links", "files", "ld_so_cache"}
 ENVIRONMENT_KEYS = ("LD_PRELOAD", "LD_LIBRARY_PATH")  # an image's loader variables: what its server inherits
 REQUIRED_KEYS = {"schema", "facts"}
-VERSION_FACTS = ("triton_version", *(f.backend for f in VERSIONED), "cuda", "python", "glibc", "glibcxx", "cxxabi")
+VERSION_FACTS = ("triton_version", *(f.backend for f in VERSIONED), "cuda", "libpython", "glibc", "glibcxx", "cxxabi")
 LIST_FACTS = ("backends", "absent_backends", "missing")
 REPOSITORY_FLAGS = ("--model-repository=", "--model-store=")
 DIRECTORY = "a directory"
