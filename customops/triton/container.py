@@ -154,9 +154,10 @@ class _Libraries:
         return ".".join(map(str, max(found))) if found else None
 
     def first_version(self, stem: str) -> str | None:
-        """The version of the first directory holding it: the system's, every framework backend's, CUDA's."""
-        for directory in (*self.target.system_dirs, *(f"{self.backend_dir}/{f.backend}" for f in VERSIONED),
-                          "/usr/local/cuda/lib64"):
+        """The version of the first directory holding it: every framework backend's (a backend shipping its own
+        runtime is the one its libraries get), CUDA's, the system's."""
+        for directory in (*(f"{self.backend_dir}/{f.backend}" for f in VERSIONED), "/usr/local/cuda/lib64",
+                          *self.target.system_dirs):
             version = self.versioned(directory, stem)
             if version:
                 return version
