@@ -489,6 +489,7 @@ def test_a_python_based_backend_is_served_by_libtriton_python(repo):
     result = repo.model("m", 'backend: "mypy"\n').check()
     assert result.plan.dlopens[0].path == "/opt/tritonserver/backends/python/libtriton_python.so"
     assert not codes(result)
+    assert any(n.startswith("not checked: the Python backend's stub process of m (") for n in result.notes)
 
 
 def test_a_profile_checks_loading_exactly_as_the_container_does(repo, tmp_path):

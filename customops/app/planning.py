@@ -3,6 +3,8 @@ merged in the server's order, with the findings made while building it."""
 
 from __future__ import annotations
 
+import os
+
 from customops.findings import Finding, amended
 from customops.memo import once
 from customops.triton import loaders
@@ -40,6 +42,7 @@ def _build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, tuple[Find
     results: list[LoaderResult] = loaders.process_wide(ctx)
     assumed: dict[str, list[str]] = {}
     unknown: list[str] = []
+    stubs: list[str] = []  # the models served by the Python backend, each run by a stub process of its own
     loaded_libraries: set[str] = set()
     for model in models:
         if not model.loadable or not model.backend:
@@ -52,6 +55,8 @@ def _build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, tuple[Find
         if lookup.library is None:
             continue
         library = lookup.library
+        if os.path.basename(library) == backend.PYTHON_LIBRARY:
+            stubs.append(model.name)
         if lookup.assumed:
             assumed.setdefault(model.backend, []).append(model.name)
         first = library not in loaded_libraries  # Triton core loads a backend library once per path
@@ -59,11 +64,12 @@ def _build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, tuple[Find
         results.append(backend.for_model(model, ctx, library, first and not lookup.assumed))  # assumed: no file
         results += loaders.for_model(model, ctx, library, first)
     plan = merge(results)
-    return plan, (*findings, *plan.findings), tuple(_unchecked(ctx.container.backend_dir, assumed, unknown))
+    return plan, (*findings, *plan.findings), tuple(_unchecked(ctx.container.backend_dir, assumed, unknown, stubs))
 
 
-def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[str]) -> list[str]:
-    """Notes on the backends a facts-only container is assumed to ship, and those it cannot say anything of."""
+def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[str], stubs: list[str]) -> list[str]:
+    """Notes on the backends a facts-only container is assumed to ship, those it cannot say anything of, and the
+    Python backend's stub processes, which are not modelled yet."""
     notes = [f"assumed: the container ships the {name} backend in {backend_dir}/{name} (from the container's "
              f"facts; its libraries are not checked), for {', '.join(sorted(names))}"
              for name, names in sorted(assumed.items())]
@@ -71,6 +77,10 @@ def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[st
         notes.append(f"not checked: the backend library of {', '.join(sorted(unknown))}: it is not in the model "
                      f"directory and the container's {backend_dir} cannot be looked into (use --container-root or a "
                      "profile with the container's libraries)")
+    if stubs:
+        notes.append(f"not checked: the Python backend's stub process of {', '.join(sorted(stubs))} (the stub and its "
+                     "libpython, EXECUTION_ENV_PATH, the native modules model.py imports): only libtriton_python.so, "
+                     "which the server loads, is modelled")
     return notes
 
 
