@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load-model", action="append", metavar="NAME", help="check only these models (repeatable)")
     _add_report_options(p)
     p.add_argument("--fail-on", choices=("error", "warning", "info"), help="default: the manifest's, else error")
-    p.add_argument("--fail-on-target", metavar="YY.MM", help="with several releases: the exit status is this "
-                   "release's (default: the worst release's)")
+    p.add_argument("--fail-on-target", metavar="TARGET", help="with several targets: the exit status is this one's, "
+                   "named by its release (YY.MM) or as given (a profile's file) (default: the worst target's)")
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 even when findings reach --fail-on (the reports still say FAIL); bad input is still "
                         "exit 2")
