@@ -219,15 +219,21 @@ def test_a_library_the_releases_facts_do_not_list_is_undecided_and_fails_the_gat
     assert out.returncode == 1, out.stdout  # a gate passes only what the facts show
 
 
+def backend_model(work: Path, backend: str, library: Path) -> Path:
+    """A repository (work/models) of one model of `backend`, whose library `library` lies in its version
+    directory (where the core looks first)."""
+    repo = work / "models"
+    (repo / backend / "1").mkdir(parents=True)
+    (repo / backend / "1" / library.name).write_bytes(library.read_bytes())
+    (repo / backend / "config.pbtxt").write_text(f'backend: "{backend}"\n')
+    return repo
+
+
 def test_a_backend_linking_triton_core_is_decided_by_every_release_with_a_server(tmp_path):
     """libtritonserver.so is Triton core itself (tests/test_releases.py holds its SONAME to the real core's): a
     custom backend needing it and nothing else the facts do not state loads as far as they tell."""
     backend = needing(tmp_path, "libtriton_custom.so", "libtritonserver.so", entry=False)
-    repo = tmp_path / "models"
-    (repo / "custom" / "1").mkdir(parents=True)
-    (repo / "custom" / "1" / backend.name).write_bytes(backend.read_bytes())
-    (repo / "custom" / "config.pbtxt").write_text('backend: "custom"\n')
-    report = matrix(repo, "24.12,25.08", tmp_path)
+    report = matrix(backend_model(tmp_path, "custom", backend), "24.12,25.08", tmp_path)
     (model,) = report["models"]
     assert model["undecided"] == {} and model["failing"] == {"24.12": [], "25.08": []}
 
@@ -238,11 +244,7 @@ def test_a_library_built_for_another_python_fails_where_the_release_ships_anothe
     loads only where that is the release's ("libpython3.10.so.1.0: cannot open shared object file" elsewhere,
     server#4398)."""
     backend = needing(tmp_path, "libtriton_embedded.so", "libpython3.10.so.1.0", entry=False)
-    repo = tmp_path / "models"
-    (repo / "embedded" / "1").mkdir(parents=True)
-    (repo / "embedded" / "1" / backend.name).write_bytes(backend.read_bytes())
-    (repo / "embedded" / "config.pbtxt").write_text('backend: "embedded"\n')
-    report = matrix(repo, "23.04,23.05,24.10,24.11", tmp_path)
+    report = matrix(backend_model(tmp_path, "embedded", backend), "23.04,23.05,24.10,24.11", tmp_path)
     (model,) = report["models"]
     assert model["failing"] == {"23.04": ["CO302"], "23.05": [], "24.10": [], "24.11": ["CO302"]}
     assert model["undecided"] == {} and report["newest_passing"] == "24.10"
