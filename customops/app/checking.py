@@ -20,6 +20,7 @@ from customops.app.target import profile_for, read_container, root_warnings
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
 from customops.errors import CustomopsError, InputError
+from customops.memo import once
 from customops.triton.container import Container
 from customops.triton.manifest import find_manifest, load_manifest
 from customops.triton.mounts import parse_mount
@@ -42,7 +43,8 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
     repositories = list(request.repositories)
     for repository in repositories:  # before looking for a container: the more precise mistake first
         check_repository(repository)
-    reader = ElfReader(request.cache_dir, use_cache=request.use_cache)
+    reader = once(("elf reader", request.cache_dir, request.use_cache),  # the matrix: each file parsed once
+                  lambda: ElfReader(request.cache_dir, use_cache=request.use_cache))
     manifest = with_options(load_manifest(request.manifest or find_manifest(repositories)), request.select,
                             request.ignore)
     profile, profile_notes = profile_for(request.container, manifest, repositories)
