@@ -295,7 +295,7 @@ def why_no_mount_namespace() -> str | None:
 
 
 def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None,  # type: ignore[no-untyped-def]
-                     cwd: str = "/opt/tritonserver") -> OracleRun:
+                     cwd: str = "/opt/tritonserver", program: str = "/opt/tritonserver/bin/tritonserver") -> OracleRun:
     """The container's tritonserver (the fixture loader) performs the plan's loads inside `root`, started in
     `cwd` (the NGC images' working directory): in a private mount namespace, chrooted, with /proc bound in (ld.so
     needs /proc/self/exe for $ORIGIN). Skips the test where no such namespace can be made
@@ -303,7 +303,7 @@ def run_in_container(root: str, plan, extra_env: dict[str, str] | None = None,  
     why = why_no_mount_namespace()
     if why:
         pytest.skip(why)
-    argv = ["/opt/tritonserver/bin/tritonserver"]
+    argv = [program]  # the server, or another program that loads as it does (the Python backend's stub)
     for step in plan.dlopens:
         argv.append(step.path)
         for entry in step.entry_points:

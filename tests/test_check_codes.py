@@ -480,16 +480,18 @@ def test_the_manifest_sets_the_failing_level(repo):
     assert load_manifest(str(repo.models / "customops.toml")).fail_on == Severity.WARNING
 
 
-def test_a_python_based_backend_is_served_by_libtriton_python(repo):
+def test_a_python_based_backend_is_served_by_libtriton_python_and_runs_in_the_python_backends_stub(repo):
+    """A Python-based backend (<backend_dir>/mypy/model.py): the core loads the Python backend's library for it, and
+    the backend runs the model in its own stub (mypy's directory has none), importing mypy's model.py."""
     backend = repo.root / "opt/tritonserver/backends"
     (backend / "mypy").mkdir()
     (backend / "mypy" / "model.py").write_text("# a Python-based backend\n")
-    (backend / "python").mkdir()
-    shutil.copy2(repo.tree / "example/libtriton_mybackend.so", backend / "python" / "libtriton_python.so")
     result = repo.model("m", 'backend: "mypy"\n').check()
     assert result.plan.dlopens[0].path == "/opt/tritonserver/backends/python/libtriton_python.so"
     assert not codes(result)
-    assert any(n.startswith("not checked: the Python backend's stub process of m (") for n in result.notes)
+    (run,) = result.stubs
+    assert run.stub.program == "/opt/tritonserver/backends/python/triton_python_backend_stub"
+    assert run.python is not None and "/opt/tritonserver/backends/mypy" in run.python.sys_path
 
 
 def test_a_profile_checks_loading_exactly_as_the_container_does(repo, tmp_path):
@@ -519,9 +521,6 @@ def test_a_profile_checks_loading_exactly_as_the_container_does(repo, tmp_path):
 
 
 def test_co602_ld_preload_reaches_the_python_backend_stubs(repo):
-    backend = repo.root / "opt/tritonserver/backends/python"
-    backend.mkdir()
-    shutil.copy2(repo.tree / "example/libtriton_mybackend.so", backend / "libtriton_python.so")
     repo.model("py", 'backend: "python"\n', model_file="model.py")
     repo.model("m", 'backend: "pytorch"\n').manifest('[pytorch]\nops = ["m/libtorch_op.so"]\n')
     repo.library("m/libtorch_op.so", "example/libtorch_op.so")

@@ -50,7 +50,7 @@ def test_one_repository_checked_three_ways_gives_the_same_verdicts(three_places,
     profiled = run_check([str(checkout)], load_manifest(str(checkout / "customops.toml")), via_profile,
                          default_mounts([str(checkout)], via_profile))
     assert verdicts(inside) == verdicts(mounted) == verdicts(profiled)
-    assert len(verdicts(inside)) == 8  # one CO501 for the TensorRT 8 plugin (no CO302 beside it)
+    assert len(verdicts(inside)) == 10  # one CO501 for the TensorRT 8 plugin (no CO302 beside it); the stub CO306
     assert "mounted" in " ".join(profiled.notes) and str(checkout) in " ".join(profiled.notes)
 
 
@@ -128,7 +128,7 @@ def test_a_merged_usr_container_checked_through_its_profile_gives_the_same_verdi
     via_profile = read_profile(str(profile), str(tmp_path / "cache"))
     profiled = run_check([str(checkout)], load_manifest(str(checkout / "customops.toml")), via_profile,
                          default_mounts([str(checkout)], via_profile))
-    assert verdicts(direct) == verdicts(profiled) and len(verdicts(direct)) == 8
+    assert verdicts(direct) == verdicts(profiled) and len(verdicts(direct)) == 10
 
 
 def test_the_directory_holding_two_mount_points_exists_as_docker_creates_it(tree, tmp_path):

@@ -139,7 +139,7 @@ def test_quiet_prints_only_findings_and_the_summary(example):
     normal, quiet = check(example), check(example, "-q")
     assert quiet.returncode == normal.returncode == 1
     lines = quiet.stdout.splitlines()
-    assert lines[0].startswith("CO") and lines[-1].startswith("FAIL 6 error(s), 2 warning(s)")
+    assert lines[0].startswith("CO") and lines[-1].startswith("FAIL 7 error(s), 3 warning(s)")
     assert all(line.startswith(("CO", "    ")) for line in lines[:-1])
     assert "no findings" not in quiet.stdout and "note:" not in quiet.stdout and "customops check" not in quiet.stdout
     findings = [line for line in normal.stdout.splitlines() if line.startswith(("CO", "    "))]
@@ -149,7 +149,7 @@ def test_quiet_prints_only_findings_and_the_summary(example):
 def test_verbose_adds_container_facts_and_what_each_clean_model_loads(example):
     normal, verbose = check(example), check(example, "-v")
     assert verbose.returncode == 1
-    assert "container: backends onnxruntime, pytorch, tensorflow, tensorrt" in verbose.stdout
+    assert "container: backends onnxruntime, python, pytorch, tensorflow, tensorrt" in verbose.stdout
     assert re.search(r"container: .*TensorRT 10", verbose.stdout)
     assert re.search(r"no findings: text_tf \(backend tensorflow;.*1 op library; 1 load\(s\) predicted\)",
                      verbose.stdout)
@@ -184,7 +184,7 @@ def test_color_auto_styles_a_terminal_and_not_a_pipe(example):
 def test_no_color_removes_all_styling_including_bold(example):
     repo, container = example
     text = on_terminal("check", str(repo), "--container-root", str(container), NO_COLOR="1", FORCE_COLOR="1")
-    assert "\x1b" not in text and "CO308 error" in text and "FAIL 6 error(s)" in text
+    assert "\x1b" not in text and "CO308 error" in text and "FAIL 7 error(s)" in text
 
 
 def test_color_never_writes_no_escape_sequence_even_with_force_color(example):
@@ -217,8 +217,8 @@ def test_statistics_prints_one_line_per_code_with_its_count(example):
     result = check(example, "--statistics")
     assert result.returncode == 1
     *lines, summary = result.stdout.splitlines()
-    assert summary.startswith("FAIL 6 error(s), 2 warning(s)")
-    assert len(lines) == 8 and all(re.fullmatch(r" +1  CO\d{3} (error  |warning) \S.*", line) for line in lines)
+    assert summary.startswith("FAIL 7 error(s), 3 warning(s)")
+    assert len(lines) == 10 and all(re.fullmatch(r" +1  CO\d{3} (error  |warning) \S.*", line) for line in lines)
     assert "    1  CO501 error   TensorRT major version mismatch" in lines
     assert [line.split()[1] for line in lines] == sorted(line.split()[1] for line in lines)
 

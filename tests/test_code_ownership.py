@@ -26,6 +26,7 @@ DECIDED_OUTSIDE_RULES = {  # codes decided before the rules run (reading the rep
     "CO106": "customops.triton.manifest",
     "CO107": "customops.app.suppressions",
     **dict.fromkeys(("CO108", "CO109", "CO110"), "customops.triton.model_set"),
+    **dict.fromkeys(("CO310", "CO312"), "customops.triton.python_stub"),  # the stub a model gets, its environment
 }
 
 

@@ -29,6 +29,8 @@ ALLOWED_MODULES = {
     "probe/child_load.py": "the probe's loader script",
     "probe/child_tensorflow_ops.py": "the probe's TensorFlow op-listing script",
     "probe/child_tensorrt.py": "the probe's TensorRT plugin-listing script",
+    "triton/python_modules.py": "CPython's own layout (lib/python3.X, its site directories): the interpreter the "
+                                "Python backend's stub embeds, not the backend",
 }
 # Single strings that name a framework but are not its identifier, library or file.
 ALLOWED_STRINGS = {
@@ -133,7 +135,9 @@ def test_every_loaded_by_of_a_framework_is_its_descriptors_backend():
     """A step's LoadedBy names the framework whose loader made it: each framework member's text is read from its
     descriptor (no framework name is written in triton/plan.py), and every framework with a loader has one."""
     assert LoadedBy(frameworks.TENSORRT.backend) is LoadedBy.TENSORRT
-    own = {"BACKEND", "HOST"}  # Triton core's backend libraries and the manifest's [host] preload
+    own = {"BACKEND", "HOST", "PYTHON"}  # Triton core's backend libraries, the manifest's [host] preload, and the
+    # Python backend's stub importing a model's extension modules (the backend has no framework loader)
+    assert LoadedBy(frameworks.PYTHON.backend) is LoadedBy.PYTHON
     assert {m.name: m.value for m in LoadedBy if m.name not in own} == {
         f.backend.upper(): f.backend for f in (loader.framework for loader in LOADERS) if f is not None}
 

@@ -74,7 +74,7 @@ def test_the_fixture_container_is_checked_fully_without_a_warning(example, tmp_p
                        cache=tmp_path / "cache")
     assert WARNING not in result.stderr and json.loads(result.stdout)["summary"]["scope"] == "full"
     text = customops("check", str(repo), "--container-root", str(container), "-q", cache=tmp_path / "cache")
-    assert text.stdout.splitlines()[-1].startswith("FAIL 6 error(s)")
+    assert text.stdout.splitlines()[-1].startswith("FAIL 7 error(s)")
     github = customops("check", str(repo), "--container-root", str(container), "--format", "github",
                        cache=tmp_path / "cache")
     assert "::notice title=customops::" not in github.stdout

@@ -10,6 +10,7 @@ from customops.app import suppressions
 from customops.app.as_if_fixed import ModelledRun, modelled_runs
 from customops.app.inherited import NOTHING_INHERITED, Inherited
 from customops.app.planning import build_plan
+from customops.app.stubs import run_stubs, unmodelled_stubs
 from customops.app.text_locations import with_text_locations
 from customops.codes import Severity
 from customops.elf.cache import ElfReader
@@ -27,6 +28,7 @@ from customops.triton import model_set, mounts
 from customops.triton.container import SERVER, SERVER_CWD, STAND_IN_HOSTS, Container, FactsFrom
 from customops.triton.manifest import Manifest
 from customops.triton.plan import Context, LoadPlan, LoadStep
+from customops.triton.python_stub import StubRun
 from customops.triton.release_rules import rules_for
 from customops.triton.repository import Model, read_repository
 
@@ -45,6 +47,7 @@ class CheckResult:
     profile: str | None = None  # the container profile checked against (absolute), if any
     probes: tuple[ProbedGroup, ...] = ()  # what --probe loaded, group by group (the JSON report lists it)
     undecided: tuple[Undecided, ...] = ()  # without the container's libraries: what its facts cannot decide
+    stubs: tuple[StubRun, ...] = ()  # the Python backend's stub processes, as the linker model ran them
 
     @property
     def loading_checked(self) -> bool:
@@ -77,10 +80,11 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
               config_name: str | None = None, only_models: set[str] | None = None,
               reader: ElfReader | None = None, inherited: Inherited = NOTHING_INHERITED,
               server_plugins: tuple[str, ...] = (), probe: ProbeSettings | None = None,
-              auto_complete: bool = True, model_namespacing: bool = False) -> CheckResult:
+              auto_complete: bool = True, model_namespacing: bool = False,
+              cache_dir: str | None = None) -> CheckResult:
     """`probe`: also load the op libraries with the real frameworks, in isolated child processes;
     `auto_complete` and `model_namespacing`: tritonserver's --disable-auto-complete-config (False) and
-    --model-namespacing."""
+    --model-namespacing; `cache_dir`: where execution environments are unpacked (None: --no-cache)."""
     reader = reader or ElfReader()
     if container.target is not None:  # the repository is visible inside the container where it is mounted
         container = replace(container, target=container.target.with_mounts(mounts))
@@ -92,27 +96,25 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         loaded = model_set.loaded_with(models, only_models)
         models = [m for m in models if m.name in loaded]
     ctx = Context(container, manifest, mounts, server_cwd=container.working_directory or SERVER_CWD,
-                  server_plugins=server_plugins, checkouts=tuple(os.path.abspath(r) for r in repositories))
+                  server_plugins=server_plugins, checkouts=tuple(os.path.abspath(r) for r in repositories),
+                  cache_dir=cache_dir)
     plan, findings, unchecked = build_plan(models, ctx)
     notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None
     step_outcomes: list[tuple[LoadStep, StepOutcome]] = []
     rules = None  # what the rules read, built once (its file facts are read here)
     undecided: tuple[Undecided, ...] = ()
+    stub_runs: tuple[StubRun, ...] = ()
     if container.target is not None:
         target = container.target
-        executable = container.server
-        if executable is None:
-            executable = next((h for h in STAND_IN_HOSTS if target.host_path(h)), None)
-            notes.append(f"no {SERVER} in the target: the global scope is modelled with {executable} as the host "
-                         "program" if executable else f"not checked: loading and symbol resolution (the target has "
-                         f"no {SERVER} and no program to stand in for it: {', '.join(STAND_IN_HOSTS)}), so the "
-                         "server's loads are not modelled")
+        executable = _server_program(container, notes)
         if executable is not None:
             progress.stage("modelling the server's loads")
             runs = modelled_runs(plan, executable, ctx, target, reader, inherited)
             prediction, step_outcomes = runs[0].prediction, runs[0].outcomes
-            rules = rule_context.build(plan, ctx, reader, models, prediction, step_outcomes)
+            stub_runs, unstarted, stub_notes = run_stubs(models, plan, ctx, target, reader, inherited)
+            findings, notes = findings + unstarted, notes + stub_notes
+            rules = replace(rule_context.build(plan, ctx, reader, models, prediction, step_outcomes), stubs=stub_runs)
             findings += _every_problem(rules, runs)
             notes += [f"assumed: {a}" for a in target.assumptions]  # of the linker's model
     else:
@@ -131,7 +133,21 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
                                     probed=probe is not None)
     kept, dropped = suppressions.apply(findings, manifest, models, could)
     return CheckResult(models, plan, prediction, kept, dropped, container, notes, step_outcomes,
-                       probes=probed_groups, undecided=undecided)
+                       probes=probed_groups, undecided=undecided, stubs=stub_runs)
+
+
+def _server_program(container: Container, notes: list[str]) -> str | None:
+    """The program the server's loads are modelled with: tritonserver, else a stand-in host program (said in
+    `notes`), else None (also said)."""
+    target = container.target
+    if container.server is not None or target is None:
+        return container.server
+    executable = next((h for h in STAND_IN_HOSTS if target.host_path(h)), None)
+    notes.append(f"no {SERVER} in the target: the global scope is modelled with {executable} as the host "
+                 "program" if executable else f"not checked: loading and symbol resolution (the target has "
+                 f"no {SERVER} and no program to stand in for it: {', '.join(STAND_IN_HOSTS)}), so the "
+                 "server's loads are not modelled")
+    return executable
 
 
 def _from_facts_only(rules: RuleContext, notes: list[str]) -> tuple[Undecided, ...]:
@@ -140,7 +156,7 @@ def _from_facts_only(rules: RuleContext, notes: list[str]) -> tuple[Undecided, .
     notes += [f"not checked: {m}" for m in rules.triton.container.facts.missing]
     notes += [f"not checked: {u.library} needs {u.needed}, and the container's {u.unknown} is not known"
               for u in undecided]
-    return undecided
+    return undecided + unmodelled_stubs(rules.plan, rules.triton)  # their notes come from planning
 
 
 def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],

@@ -66,7 +66,8 @@ def check_repositories(request: CheckRequest, notes: list[str] | None = None) ->
                            set(request.models) if request.models is not None else None, reader, probe=probe,
                            inherited=inherited,
                            server_plugins=request.server_plugins or (),
-                           auto_complete=request.auto_complete, model_namespacing=request.model_namespacing)
+                           auto_complete=request.auto_complete, model_namespacing=request.model_namespacing,
+                           cache_dir=None if cache_dir is None else os.fspath(cache_dir))
     result.notes[:0] = [*notes, *container.notes, *request.server_notes]
     result.manifest = manifest.path
     result.profile = os.path.abspath(profile) if profile else None

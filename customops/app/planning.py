@@ -4,6 +4,7 @@ merged in the server's order, with the findings made while building it."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from customops.findings import Finding, amended
 from customops.memo import once
@@ -41,8 +42,8 @@ def _build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, tuple[Find
                 for model in models for problem in model.problems]
     results: list[LoaderResult] = loaders.process_wide(ctx)
     assumed: dict[str, list[str]] = {}
-    unknown: list[str] = []
-    stubs: list[str] = []  # the models served by the Python backend, each run by a stub process of its own
+    unknown: list[tuple[str, str]] = []
+    stubs: list[tuple[str, str]] = []  # the models served by the Python backend, each run by a stub of its own
     loaded_libraries: set[str] = set()
     for model in models:
         if not model.loadable or not model.backend:
@@ -51,25 +52,27 @@ def _build_plan(models: list[Model], ctx: Context) -> tuple[LoadPlan, tuple[Find
         if lookup.missing is not None:
             findings.append(lookup.missing)
         if lookup.unknown:
-            unknown.append(model.name)
+            unknown.append((model.name, model.backend))
         if lookup.library is None:
             continue
         library = lookup.library
         if os.path.basename(library) == backend.PYTHON_LIBRARY:
-            stubs.append(model.name)
+            stubs.append((model.name, library))
         if lookup.assumed:
             assumed.setdefault(model.backend, []).append(model.name)
         first = library not in loaded_libraries  # Triton core loads a backend library once per path
         loaded_libraries.add(library)
         results.append(backend.for_model(model, ctx, library, first and not lookup.assumed))  # assumed: no file
         results += loaders.for_model(model, ctx, library, first)
-    plan = merge(results)
-    return plan, (*findings, *plan.findings), tuple(_unchecked(ctx.container.backend_dir, assumed, unknown, stubs))
+    plan = replace(merge(results), python_models=tuple(stubs), unknown_backends=tuple(unknown))
+    unchecked = [name for name, _ in stubs] if ctx.container.target is None else []  # a root's are run (app.stubs)
+    return plan, (*findings, *plan.findings), tuple(_unchecked(ctx.container.backend_dir, assumed,
+                                                               [name for name, _ in unknown], unchecked))
 
 
 def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[str], stubs: list[str]) -> list[str]:
     """Notes on the backends a facts-only container is assumed to ship, those it cannot say anything of, and the
-    Python backend's stub processes, which are not modelled yet."""
+    Python backend's stub processes, which without the container's files cannot be modelled."""
     notes = [f"assumed: the container ships the {name} backend in {backend_dir}/{name} (from the container's "
              f"facts; its libraries are not checked), for {', '.join(sorted(names))}"
              for name, names in sorted(assumed.items())]
@@ -79,8 +82,8 @@ def _unchecked(backend_dir: str, assumed: dict[str, list[str]], unknown: list[st
                      "profile with the container's libraries)")
     if stubs:
         notes.append(f"not checked: the Python backend's stub process of {', '.join(sorted(stubs))} (the stub and its "
-                     "libpython, EXECUTION_ENV_PATH, the native modules model.py imports): only libtriton_python.so, "
-                     "which the server loads, is modelled")
+                     "libpython, EXECUTION_ENV_PATH, the native modules model.py imports): the container's files are "
+                     "needed (--container-root, --image or a profile with its libraries)")
     return notes
 
 

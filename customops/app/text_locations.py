@@ -23,6 +23,7 @@ from customops.comments import uncommented
 from customops.errors import InputError
 from customops.findings import Finding, Related, amended, model_of
 from customops.triton.plan import LoadStep, Written
+from customops.triton.python_stub import PARAMETER
 from customops.triton.repository import Model
 
 TABLE = re.compile(r"\s*\[\s*([^\]\[]+?)\s*\]")  # a TOML table header: [pytorch]
@@ -132,7 +133,8 @@ def _written_place(text: str | None, w: Written) -> Place | None:
 
 def _place(text: str | None, f: Finding, model: Model) -> Place | None:
     """The first mention of the finding's library in the config, as written (else one with its file name),
-    else the backend/runtime field a backend finding is about."""
+    else the backend/runtime field a backend finding is about, else for a library the config does not name (the
+    Python backend's stub, the modules it imports) the execution environment's parameter or the backend field."""
     if not text:
         return None
     if f.library:
@@ -144,6 +146,8 @@ def _place(text: str | None, f: Finding, model: Model) -> Place | None:
             return place
     if f.code[:3] == "CO2":
         return _find(text, [_field("runtime"), _field("backend")])
+    if f.code[:3] == "CO3":  # a library the config does not name: a Python backend model's stub or its modules
+        return _find(text, [*_quoted(PARAMETER), _field("backend")])
     return None
 
 

@@ -20,6 +20,7 @@ import os
 import posixpath
 import shutil
 import tarfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -173,16 +174,17 @@ def read_layer(layer: Layer, image: str, cache: Path, keep: tuple[str, ...] = ()
 
 
 def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: str = "the image",
-               keep: tuple[str, ...] = ()) -> Path:
+               keep: tuple[str, ...] = (), seen: Callable[[tarfile.TarInfo], None] | None = None) -> Path:
     """Read a layer blob from `raw` to its end into the cache, under the digest it has (which must be `digest`
-    where one is given), with its diff_id beside its index; its directory."""
+    where one is given), with its diff_id beside its index; its directory. `seen` is shown every member as it
+    passes (an execution environment's archive notes the names that would land outside it)."""
     staging = cache / f".layer.{os.getpid()}.{id(raw)}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / FILES).mkdir(parents=True, mode=0o700)
     try:
         blob = _Hashing(raw)
         tar_stream = _Hashing(decompressed(blob), LAYER_LIMIT)
-        entries = _members(tar_stream, staging / FILES, keep)
+        entries = _members(tar_stream, staging / FILES, keep, seen)
         tar_stream.drain()
         blob.drain()
         if digest is not None and blob.hexdigest() != digest:
@@ -222,7 +224,8 @@ class _Budget:
         return True
 
 
-def _members(stream: _Hashing, files: Path, keep: tuple[str, ...]) -> list[Entry]:
+def _members(stream: _Hashing, files: Path, keep: tuple[str, ...],
+             seen: Callable[[tarfile.TarInfo], None] | None = None) -> list[Entry]:
     """Every member's entry, in order; the contents kept written as they pass. A member replacing a kept file in
     the same layer removes it first; a hard link to a file kept in this layer is made at once (in the layer's own
     directory), so that a later member of the target's name does not change what it names."""
@@ -233,6 +236,8 @@ def _members(stream: _Hashing, files: Path, keep: tuple[str, ...]) -> list[Entry
         while (member := archive.next()) is not None:
             archive.members = []  # stream mode keeps every member otherwise: memory grows with the layer
             budget.member(member)
+            if seen is not None:
+                seen(member)
             entry = _entry(member)
             if entry is None:
                 continue

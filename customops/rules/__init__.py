@@ -9,11 +9,20 @@ customops.rules.probed, which merges what --probe observed into these findings, 
 from __future__ import annotations
 
 from customops.findings import Finding
-from customops.rules import collisions, executable_stack, hygiene, loading, registrations, unregistered_ops, versions
+from customops.rules import (
+    collisions,
+    executable_stack,
+    hygiene,
+    loading,
+    python_stubs,
+    registrations,
+    unregistered_ops,
+    versions,
+)
 from customops.rules.context import RuleContext
 
 # in the order their findings are reported
-RULES = (loading, executable_stack, collisions, versions, hygiene, registrations, unregistered_ops)
+RULES = (loading, executable_stack, python_stubs, collisions, versions, hygiene, registrations, unregistered_ops)
 
 
 def run(ctx: RuleContext) -> list[Finding]:

@@ -26,6 +26,7 @@ from customops.linker.types import StepKind, StepOutcome, StepStatus
 from customops.probe.groups import ProbedGroup, TensorflowRegistry
 from customops.triton.container import FactsFrom
 from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
+from customops.triton.python_stub import StubRun
 from customops.triton.repository import Model
 
 ModelOps = tuple[set[tuple[str, str]], set[tuple[str, str]]]
@@ -92,6 +93,7 @@ class RuleContext:
     outcomes: tuple[tuple[LoadStep, StepOutcome], ...] = ()
     probes: Probes | None = None  # with --probe (customops.rules.probed)
     registrants: tuple[LoadStep, ...] = ()  # every library whose registrations count (registrants())
+    stubs: tuple[StubRun, ...] = ()  # the Python backend's stub processes, as the linker model ran them
 
     @property
     def steps(self) -> tuple[LoadStep, ...]:

@@ -9,7 +9,6 @@ import stat
 from customops.codes import Code
 from customops.emitters import emits
 from customops.findings import Finding
-from customops.frameworks import PYTHON
 from customops.rules.context import RuleContext
 from customops.triton.manifest import CONTROL
 
@@ -48,15 +47,15 @@ def preload_reaches_stubs(ctx: RuleContext) -> list[Finding]:
     plan = ctx.plan
     if not plan.preloads:
         return []
-    served_by_python = {s.model for s in plan.dlopens if PYTHON.backend_library in s.path}  # python-based backends
-    python_models = [m.name for m in ctx.models if m.backend == PYTHON.backend or m.name in served_by_python]
+    python_models = [name for name, _ in plan.python_models]  # the Python backend's and the Python-based backends'
     if not python_models:
         return []
     count = f"{len(plan.preloads)} librar{'y' if len(plan.preloads) == 1 else 'ies'}"
     return [Finding(
         Code.CO602, f"LD_PRELOAD ({count}) is inherited by the Python backend stubs of "
                     f"{', '.join(sorted(python_models))}",
-        evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), file=plan.preloads[0].host_path)]
+        evidence=tuple(f"preloaded: {s.path}" for s in plan.preloads), library=plan.preloads[0].path,
+        file=plan.preloads[0].host_path)]
 
 
 @emits(Code.CO601)

@@ -91,7 +91,7 @@ def _mismatch_not_found(missing: Search, mismatches: list[Mismatch], message: st
     if match is None:
         return None
     return major_mismatch(match, f"{what} needs {match.needed} ({match.needs}), which is not found: the "
-                                 f"container has {match.has}", predicted=message, evidence=_trace(missing, plan),
+                                 f"container has {match.has}", predicted=message, evidence=search_trace(missing, plan),
                           **about)
 
 
@@ -220,7 +220,7 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
             return mismatch
         emit = not_loadable if kind == FailureKind.WRONG_CLASS else needed_not_found
         return emit(f"{_what(step)}: {missing.name} (needed by {missing.requested_by}) is not found",
-                    predicted=message, evidence=_trace(missing, plan), **_about(step))
+                    predicted=message, evidence=search_trace(missing, plan), **_about(step))
     if kind in NOT_LOADABLE:
         return not_loadable(f"{_what(step)} cannot be loaded: {message}", predicted=message, **_about(step))
     if kind == FailureKind.LOOKUP_ASSERTION:
@@ -274,7 +274,7 @@ def _startup(outcome: StepOutcome, rules: RuleContext, mismatches: dict | None =
             return [mismatch]
         return [needed_not_found(f"the server cannot start: {missing.name} (needed by {missing.requested_by}, "
                                  "loaded through LD_PRELOAD) is not found", predicted=outcome.message,
-                                 evidence=_trace(missing, plan), **about)]
+                                 evidence=search_trace(missing, plan), **about)]
     failure = outcome.failure
     if failure is not None and failure.kind == FailureKind.MISSING_VERSION:  # ld.so exits 1 before any model
         by = preload_bringing(failure.required_by or "", outcome, plan)
@@ -317,7 +317,7 @@ def _symbols(bindings: tuple[Binding, ...]) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
+def search_trace(search: Search, plan: LoadPlan | None = None) -> tuple[str, ...]:
     """Every path tried, with where the directory came from: an LD_LIBRARY_PATH entry says why launch sets
     it (the plan's reason), since it applies to every library of the server, not only to those it is for."""
     def search_list(attempt: SearchAttempt) -> str:

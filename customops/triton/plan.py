@@ -31,6 +31,7 @@ class Purpose(TextEnum):
     OP_LIBRARY = "op library"
     PLUGIN_LIBRARY = "plugin library"
     PRELOAD = "preload"
+    EXTENSION_MODULE = "extension module"  # a native module the Python backend's stub imports
 
 
 class LoadedBy(TextEnum):
@@ -41,6 +42,7 @@ class LoadedBy(TextEnum):
     ONNXRUNTIME = frameworks.ONNXRUNTIME.backend
     PYTORCH = frameworks.PYTORCH.backend
     TENSORRT = frameworks.TENSORRT.backend
+    PYTHON = frameworks.PYTHON.backend  # the Python backend's stub process, importing a model's modules
     BACKEND = "backend"
     HOST = "host"
 
@@ -90,6 +92,8 @@ class LoadPlan:
     server_args: tuple[str, ...]
     findings: tuple[Finding, ...] = field(default=())
     library_path_for: tuple[tuple[str, str], ...] = field(default=())  # (LD_LIBRARY_PATH entry, why it is there)
+    python_models: tuple[tuple[str, str], ...] = field(default=())  # (model, libtriton_python.so): a stub each
+    unknown_backends: tuple[tuple[str, str], ...] = field(default=())  # (model, backend): its library not seen
 
     def library_path_reason(self, path: str) -> str:
         """Why launch puts the LD_LIBRARY_PATH entry a searched path lies in on LD_LIBRARY_PATH, for a search
@@ -140,6 +144,7 @@ class Context:
     server_cwd: str = SERVER_CWD  # relative dlopen paths start here
     server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
     checkouts: tuple[str, ...] = ()  # the repositories as given on this machine
+    cache_dir: str | None = None  # customops' cache (None: --no-cache), where execution environments are unpacked
 
     def suggest_mount(self, container_path: str) -> str | None:
         """For a container path that does not exist: the --mount under which a checkout file with the same

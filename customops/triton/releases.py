@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from customops import packagedata
+from customops.elf.summary import version_key
 from customops.errors import CustomopsError, printable
 from customops.frameworks import PYTHON, TENSORRT
 from customops.triton.serverargs import SERVER_LIBRARY
@@ -214,6 +215,16 @@ def libgcc_node(glibcxx: str | None) -> str | None:
     built from one GCC release, whose major names libgcc's node: GCC 12's GCC_12.0.0)."""
     majors = [int(v.split(".")[0]) for v, e in platform()["gcc"].items() if e["glibcxx"] == glibcxx]
     return f"GCC_{max(majors)}.0.0" if glibcxx and majors else None
+
+
+def gcc_defining(glibcxx: str) -> str | None:
+    """The first GCC release whose libstdc++ defines the version node `glibcxx` (GLIBCXX_3.4.30 -> 12.1.0), from
+    GCC's ABI list; None for a node no listed release defines."""
+    wanted = version_key(glibcxx)
+    found = [v for v, e in platform()["gcc"].items()
+             if wanted is not None and (key := version_key(e["glibcxx"])) is not None and key[0] == wanted[0]
+             and key[1] >= wanted[1]]
+    return min(found, key=_numbers) if found else None
 
 
 def _gcc_at_or_below(version: str) -> dict | None:

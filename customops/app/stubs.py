@@ -1,0 +1,153 @@
+"""The Python backend's stub processes, run by the linker model: for each model the backend serves, its stub
+(customops.triton.python_stub) started with the environment the backend gives it, then the extension modules its
+code imports (customops.triton.python_modules) loaded as CPython loads them, in that process."""
+
+from __future__ import annotations
+
+import posixpath
+
+import numpy as np
+
+from customops.app.inherited import NOTHING_INHERITED, Inherited
+from customops.elf.cache import ElfReader
+from customops.elf.constants import EM_X86_64
+from customops.errors import ElfError
+from customops.findings import Finding
+from customops.frameworks import PYTHON
+from customops.linker.prediction import Prediction
+from customops.linker.process import Linker
+from customops.linker.target import LinkerTarget
+from customops.linker.types import Dlopen, Environment, Scenario, StepKind, StepOutcome, StepStatus
+from customops.rules.versions import Undecided
+from customops.triton import python_modules
+from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
+from customops.triton.python_stub import STUB, StubProcess, StubRun, stub_for
+from customops.triton.repository import Model
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # docker's, where the image sets none
+UTILS_MODULE = "triton_python_backend_utils"  # the stub imports it before the model (pb_stub.cc StubSetup)
+INIT = "PyInit_"
+
+
+def stub_processes(models: list[Model], plan: LoadPlan, ctx: Context) -> tuple[list[StubProcess], list[Finding]]:
+    """The stub of every model the plan's Python backend serves, and the findings on those it cannot start one for
+    (their archives are unpacked in that order: the n-th is /tmp/python_env_XXXXXX/n)."""
+    stubs: list[StubProcess] = []
+    findings: list[Finding] = []
+    archives: set[str] = set()
+    by_name = {m.name: m for m in models}
+    for name, library in plan.python_models:
+        model = by_name[name]
+        stub, found = stub_for(model, ctx, library, len(archives))
+        findings += found
+        if stub is not None:
+            stubs.append(stub)
+            if stub.environment is not None and stub.environment.archive:
+                archives.add(stub.environment.path)
+    return stubs, findings
+
+
+def run_stubs(models: list[Model], plan: LoadPlan, ctx: Context, target: LinkerTarget, reader: ElfReader,
+              inherited: Inherited = NOTHING_INHERITED) -> tuple[tuple[StubRun, ...], list[Finding], list[str]]:
+    """Every stub process the plan's Python backend starts, run; the findings on those it cannot start, and the
+    notes on what the imports left undecided."""
+    stubs, findings = stub_processes(models, plan, ctx)
+    by_name = {m.name: m for m in models}
+    runs = tuple(run_stub(stub, by_name[stub.model], plan, ctx, target, reader, inherited) for stub in stubs)
+    return runs, findings, [note for run in runs for note in run.notes]
+
+
+def unmodelled_stubs(plan: LoadPlan, ctx: Context) -> tuple[Undecided, ...]:
+    """Without the container's files, each stub process is undecided (not a pass), as is each backend library the
+    container's facts cannot place: the upgrade matrix shows `?` for their models."""
+    backend_dir = ctx.container.backend_dir
+    return (*(Undecided(name, f"{posixpath.dirname(library)}/{STUB}", STUB, "files")
+              for name, library in plan.python_models),
+            *(Undecided(name, f"{backend_dir}/{backend}", f"libtriton_{backend}.so", "backend directory")
+              for name, backend in plan.unknown_backends))
+
+
+def run_stub(stub: StubProcess, model: Model, plan: LoadPlan, ctx: Context, target: LinkerTarget, reader: ElfReader,
+             inherited: Inherited = NOTHING_INHERITED) -> StubRun:
+    """The stub started, then, where it starts, the model's extension modules loaded in it."""
+    target = target.with_mounts((*target.mounts, *stub.mounts))
+    linker = Linker(target, reader)
+    server_path = inherited.library_path_with(plan.library_path)
+    environment = Environment(library_path=":".join([*stub.library_path, *([server_path] if server_path else [])])
+                              or None, preload=inherited.preload_with(plan.ld_preload), cwd=ctx.server_cwd)
+    started = linker.run(Scenario(stub.program, environment))
+    libpython = _libpython(stub, target, reader)
+    env_python = python_modules.environment_version(target.host_path, stub.environment.directory) \
+        if stub.environment is not None else None
+    startup = started_by(started)
+    version = python_modules.version_of(libpython or "")
+    loaded = next((o.path for o in started.objects if posixpath.basename(o.name) == libpython
+                   or o.soname == libpython), None)
+    if startup is None or startup.status in (StepStatus.FATAL, StepStatus.CRASH) or version is None \
+            or loaded is None or (env_python is not None and env_python != version):
+        return StubRun(stub, started, libpython=libpython, environment_python=env_python)
+    python = _interpreter(stub, model, ctx, target, version, loaded, reader)
+    found = python_modules.imports(_model_py(stub, model, ctx), ctx.container_path(model.path), python,
+                                   target.host_path, (UTILS_MODULE,))
+    steps = tuple(LoadStep(m.path, m.host_path, LoadedBy.PYTHON, Purpose.EXTENSION_MODULE, model=model.name,
+                           entry_points=(INIT + m.module.rpartition(".")[2],)) for m in found.extensions)
+    labels = [f"{i}:{stub.model}:{step.path}" for i, step in enumerate(steps)]
+    prediction = linker.run(Scenario(stub.program, environment, tuple(
+        Dlopen(s.path, calls=s.entry_points, label=label) for s, label in zip(steps, labels, strict=True))))
+    by_label = dict(zip(labels, steps, strict=True))
+    outcomes = tuple((by_label[o.label], o) for o in prediction.outcomes if o.label in by_label)
+    return StubRun(stub, prediction, outcomes, python, libpython, env_python, tuple(found.notes),
+                   tuple((m.path, m.chain) for m in found.extensions))
+
+
+def started_by(prediction: Prediction) -> StepOutcome | None:
+    """The start-up of a process (its preloads' outcomes come before it)."""
+    return next((o for o in prediction.outcomes if o.kind is StepKind.STARTUP), None)
+
+
+def _libpython(stub: StubProcess, target: LinkerTarget, reader: ElfReader) -> str | None:
+    """The libpython3.X.so.1.0 the stub links (its DT_NEEDED)."""
+    host = target.host_path(stub.program)
+    try:
+        needed = reader.read(host).needed if host else ()
+    except ElfError:
+        return None
+    return next((n for n in needed if python_modules.version_of(n)), None)
+
+
+def _interpreter(stub: StubProcess, model: Model, ctx: Context, target: LinkerTarget, version: str, libpython: str,
+                 reader: ElfReader) -> python_modules.Interpreter:
+    environ = dict(ctx.container.environment)
+    env = stub.environment
+    search_path = ":".join([*([f"{env.directory}/bin"] if env else []), environ.get("PATH", DEFAULT_PATH)])
+    model_dir = ctx.container_path(model.path)
+    appended = ((f"{model_dir}/{model.versions[0]}", model_dir) if model.backend == PYTHON.backend
+                else (f"{ctx.container.backend_dir}/{model.backend}",)) + (stub.python_lib,)
+    return python_modules.interpreter(version, _builtins(libpython, reader), _machine(libpython, reader),
+                                      target.host_path, env.directory if env else None, search_path,
+                                      environ.get("PYTHONPATH", ""), ctx.server_cwd, appended)
+
+
+def _builtins(libpython: str, reader: ElfReader) -> frozenset[str]:
+    """The modules compiled into libpython: the PyInit_<name> functions it exports."""
+    try:
+        symbols = reader.read(libpython).symbols
+    except ElfError:
+        return frozenset()
+    names = (symbols.name(int(i)) for i in np.nonzero(symbols.exported_mask & symbols.defined_mask)[0])
+    return frozenset(n[len(INIT):].decode("ascii", "replace") for n in names if n.startswith(INIT.encode()))
+
+
+def _machine(libpython: str, reader: ElfReader) -> int:
+    try:
+        return reader.read(libpython).machine_code
+    except ElfError:
+        return EM_X86_64
+
+
+def _model_py(stub: StubProcess, model: Model, ctx: Context) -> str:
+    """The file the stub imports: the version directory's default_model_filename (model.py), or a Python-based
+    backend's model.py."""
+    if model.backend == PYTHON.backend:
+        return ctx.container_path(model.model_file(PYTHON.model_file or ""))
+    return f"{ctx.container.backend_dir}/{model.backend}/{PYTHON.model_file}"

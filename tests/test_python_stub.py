@@ -1,0 +1,271 @@
+"""The Python backend's stub processes: each model the backend serves runs in a stub of its own, started with the
+environment the backend gives it (EXECUTION_ENV_PATH's lib/ first on LD_LIBRARY_PATH), which then imports the model's
+extension modules. Each verdict is confirmed by the real ld.so running the fixture stub (linked as the real one is:
+libpython3.12, libstdc++ with GLIBCXX_3.4.30, libgcc_s, libc) inside the container, with that environment unpacked
+where the backend unpacks it."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from oracle import OracleRun, run_in_container
+
+from customops.app.check import run_check
+from customops.triton.container import from_root
+from customops.triton.manifest import load_manifest
+from customops.triton.python_stub import EXTRACTED, written_path
+
+STUB = "/opt/tritonserver/backends/python/triton_python_backend_stub"
+CONFIG = 'backend: "python"\n'
+ENV_PARAMETER = 'parameters: {{ key: "EXECUTION_ENV_PATH", value: {{ string_value: "{}" }} }}\n'
+EXTENSION = ".cpython-312-x86_64-linux-gnu.so"
+
+
+@dataclass
+class Plan:
+    """What the oracle runs in the stub: the extension modules, each dlopen()ed then its PyInit_ looked up."""
+
+    dlopens: tuple
+    ld_preload: str = ""
+    library_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    entry_points: tuple[str, ...]
+
+
+class PythonRepo:
+    """A model repository at /models inside a private copy of the fixture container, its models served by the Python
+    backend, each with an execution environment made here."""
+
+    def __init__(self, tree: Path, tmp: Path) -> None:
+        self.tree, self.tmp = tree, tmp
+        self.root = tmp / "root"
+        shutil.copytree(tree / "container", self.root, symlinks=True)
+        self.models = self.root / "models"
+        self.models.mkdir()
+
+    def environment(self, name: str = "env", python: str = "3.12", libstdcxx: str | None = None,
+                    modules: dict[str, str] | None = None, libs: dict[str, str] | None = None) -> Path:
+        """A conda-pack-like environment: bin/activate, lib/python3.X with its site-packages, `libs` in lib/."""
+        env = self.tmp / name
+        (env / "bin").mkdir(parents=True)
+        (env / "bin" / "activate").write_text("# conda-pack's activate\n")
+        (env / "bin" / "python3").write_text("")
+        site = env / "lib" / f"python{python}" / "site-packages"
+        site.mkdir(parents=True)
+        (site.parent / "os.py").write_text("")
+        if libstdcxx:
+            shutil.copy(self.tree / libstdcxx, env / "lib" / "libstdc++.so.6")
+        for module, fixture in (modules or {}).items():
+            shutil.copy(self.tree / fixture, site / f"{module}{EXTENSION}")
+        for lib, fixture in (libs or {}).items():
+            shutil.copy(self.tree / fixture, env / "lib" / lib)
+        return env
+
+    def model(self, name: str, model_py: str, env: Path | None = None, packed: bool = True,
+              written: str | None = None) -> Path:
+        directory = self.models / name
+        (directory / "1").mkdir(parents=True)
+        (directory / "1" / "model.py").write_text(model_py)
+        config = CONFIG
+        if env is not None:
+            if packed:
+                with tarfile.open(directory / "env.tar.gz", "w:gz") as archive:
+                    archive.add(env, arcname=".")
+                written = written or "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
+            else:
+                shutil.copytree(env, directory / "env")
+                written = written or "$$TRITON_MODEL_DIRECTORY/env"
+        if written is not None:
+            config += ENV_PARAMETER.format(written)
+        (directory / "config.pbtxt").write_text(config)
+        return directory
+
+    def check(self):  # type: ignore[no-untyped-def]
+        return run_check([str(self.models)], load_manifest(None), from_root(str(self.root)), (),
+                         cache_dir=str(self.tmp / "cache"))
+
+    def in_the_stub(self, env: Path | None, modules: tuple[str, ...] = (), program: str = STUB,
+                    call: bool = True) -> OracleRun:
+        """The real ld.so running the stub in the container as the backend starts it: the environment unpacked at
+        /tmp/python_env_XXXXXX/0, its lib/ twice before the server's LD_LIBRARY_PATH, the modules loaded (and, with
+        `call`, their PyInit_ called: a real module's needs an interpreter running)."""
+        extra: dict[str, str] = {}
+        if env is not None:
+            unpacked = self.root / EXTRACTED.lstrip("/") / "0"
+            shutil.copytree(env, unpacked, dirs_exist_ok=True)
+            extra["LD_LIBRARY_PATH"] = f"{EXTRACTED}/0/lib:{EXTRACTED}/0/lib"
+        steps = tuple(Module(m, (f"PyInit_{os.path.basename(m).split('.')[0]}",) if call else ()) for m in modules)
+        return run_in_container(str(self.root), Plan(steps), extra, program=program)
+
+
+@pytest.fixture
+def python_repo(tree, tmp_path) -> PythonRepo:
+    return PythonRepo(tree, tmp_path)
+
+
+def stub_findings(result):  # type: ignore[no-untyped-def]
+    return [f for f in result.findings if f.code in ("CO302", "CO304", "CO306", "CO310", "CO311", "CO312")]
+
+
+def site_module(module: str) -> str:
+    return f"{EXTRACTED}/0/lib/python3.12/site-packages/{module}{EXTENSION}"
+
+
+# -- the user reports, reproduced ----------------------------------------------------------------------------
+
+
+def test_server_5933_an_environment_with_an_older_libstdcxx_stops_the_stub(python_repo):
+    """server#5933 (23.05), again #7913 (24.12): conda-pack puts the environment's libstdc++ first on the stub's
+    LD_LIBRARY_PATH, and it lacks the GLIBCXX node the stub needs: the stub never starts."""
+    env = python_repo.environment(libstdcxx="py/oldcxx/libstdc++.so.6")
+    python_repo.model("pm", "import triton_python_backend_utils as pb_utils\n", env)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO306" and finding.model == "pm" and finding.version == "GLIBCXX_3.4.30"
+    assert f"{EXTRACTED}/0/lib/libstdc++.so.6" in finding.message
+    assert "conda install -c conda-forge 'libstdcxx-ng>=12'" in finding.hint
+    assert "Stub process 'pm_0' is not healthy." in finding.evidence[0]
+    oracle = python_repo.in_the_stub(env)
+    assert oracle.returncode == 1 and oracle.stderr.strip() == finding.predicted
+
+
+def test_server_4398_a_stub_built_for_another_python_finds_no_libpython(python_repo):
+    """server#4398: a stub built for Python 3.10 in a container whose Python is 3.12: `libpython3.10.so.1.0:
+    cannot open shared object file`. The model directory's own stub is the one the backend runs."""
+    model = python_repo.model("pm", "x = 1\n")
+    shutil.copy(python_repo.tree / "py/py310/triton_python_backend_stub", model / "triton_python_backend_stub")
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO302" and "libpython3.10.so.1.0" in finding.message
+    assert finding.library == "/models/pm/triton_python_backend_stub"
+    oracle = python_repo.in_the_stub(None, program="/models/pm/triton_python_backend_stub")
+    assert oracle.returncode == 127 and oracle.stderr.strip() == finding.predicted
+
+
+def test_co311_an_environment_of_another_python_than_the_stub(python_repo):
+    """The stub links libpython3.12; the environment was made with Python 3.10: its packages are not the stub's."""
+    env = python_repo.environment(python="3.10")
+    python_repo.model("pm", "import fastops\n", env)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO311"
+    assert "Python 3.12" in finding.message and "Python 3.10" in finding.message
+
+
+def test_a_venv_made_here_is_another_python_than_the_containers_stub(python_repo, tmp_path):
+    """A real `python -m venv --copies` environment of this interpreter, packed with tar: its pyvenv.cfg names this
+    machine's Python as its base, and its site-packages are this Python's, not the stub's 3.12."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(venv)], check=True)
+    python_repo.model("pm", "import json\n", venv)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO311"
+    assert f"Python {sys.version_info.major}.{sys.version_info.minor}" in finding.message
+
+
+# -- extension modules ---------------------------------------------------------------------------------------
+
+
+def test_the_extension_modules_model_py_imports_load_in_the_stub(python_repo):
+    env = python_repo.environment(modules={"fastops": "py/fastops.so", "needsdep": "py/needsdep.so"},
+                                  libs={"libdep.so": "py/libdep.so"})
+    python_repo.model("pm", "import fastops\n\ndef initialize(args):\n    import needsdep\n", env)
+    result = python_repo.check()
+    assert stub_findings(result) == []
+    oracle = python_repo.in_the_stub(env, (site_module("fastops"), site_module("needsdep")))
+    assert [error for _, error in oracle.dlopens] == [None, None]
+    assert [name for name, _ in oracle.calls] == ["PyInit_fastops", "PyInit_needsdep"]
+
+
+def test_an_extension_modules_dependency_missing_from_the_environment_fails_its_import(python_repo):
+    env = python_repo.environment(modules={"needsdep": "py/needsdep.so"})
+    python_repo.model("pm", "import needsdep\n", env)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO302" and finding.library == site_module("needsdep")
+    assert finding.evidence[0] == "imported by model.py -> needsdep"
+    oracle = python_repo.in_the_stub(env, (site_module("needsdep"),))
+    assert finding.predicted == f"ImportError: {oracle.error_of(site_module('needsdep'))}"
+
+
+def test_an_import_the_model_guards_is_not_followed(python_repo):
+    env = python_repo.environment(modules={"needsdep": "py/needsdep.so"})
+    python_repo.model("pm", "try:\n    import needsdep\nexcept ImportError:\n    needsdep = None\n", env)
+    assert stub_findings(python_repo.check()) == []
+
+
+def test_an_import_of_a_name_computed_at_run_time_is_said_to_be_unchecked(python_repo):
+    python_repo.model("pm", "import importlib\nmod = importlib.import_module(NAME)\n")
+    result = python_repo.check()
+    assert any("/models/pm/1/model.py:2 imports a module named at run time" in n for n in result.notes)
+
+
+# -- EXECUTION_ENV_PATH --------------------------------------------------------------------------------------
+
+
+def test_co312_an_environment_that_is_not_there(python_repo):
+    python_repo.model("pm", "x = 1\n", written="$$TRITON_MODEL_DIRECTORY/missing.tar.gz")
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO312"
+    assert finding.predicted == ("failed to load 'pm' version 1: Internal: Failed to get the canonical path for "
+                                 "/models/pm/missing.tar.gz.")
+
+
+def test_co312_an_environment_without_an_activate_script(python_repo):
+    env = python_repo.environment()
+    (env / "bin" / "activate").unlink()
+    python_repo.model("pm", "x = 1\n", env, packed=False)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO312" and "/models/pm/env/bin/activate does not exist" in finding.predicted
+
+
+def test_co312_an_archive_the_backends_libarchive_cannot_open(python_repo):
+    model = python_repo.model("pm", "x = 1\n", written="$$TRITON_MODEL_DIRECTORY/env.tar.xz")
+    (model / "env.tar.xz").write_bytes(b"\xfd7zXZ\x00" + bytes(100))
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO312" and finding.predicted.endswith("archive_read_open_filename() failed.")
+
+
+@pytest.mark.parametrize("member", ["../../etc/evil.sh", "/etc/evil.sh"])
+def test_co312_an_archive_member_that_climbs_out_is_never_written(python_repo, member):
+    model = python_repo.model("pm", "x = 1\n", written="$$TRITON_MODEL_DIRECTORY/env.tar.gz")
+    with tarfile.open(model / "env.tar.gz", "w:gz") as archive:
+        data = b"#!/bin/sh\n"
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO312" and f"member: {member}" in finding.evidence
+    cache = python_repo.tmp / "cache"
+    assert [p for p in python_repo.tmp.rglob("evil.sh") if cache not in p.parents] == []
+    assert not os.path.lexists("/etc/evil.sh")
+
+
+def test_a_directory_environment_is_used_in_place(python_repo):
+    env = python_repo.environment(libstdcxx="py/oldcxx/libstdc++.so.6")
+    python_repo.model("pm", "x = 1\n", env, packed=False)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO306" and "/models/pm/env/lib/libstdc++.so.6" in finding.message
+
+
+def test_the_keyword_anywhere_but_at_the_start_loses_characters_to_the_backends_replace():
+    """python_be.cc replaces `pos + 24` characters at `pos`: the keyword at 3 eats three characters after it."""
+    assert written_path("$$TRITON_MODEL_DIRECTORY/env.tar.gz", "/models/m") == "/models/m/env.tar.gz"
+    assert written_path("/x/$$TRITON_MODEL_DIRECTORY/env.tar.gz", "/models/mymodel") == "/x//models/mymodelv.tar.gz"
+    assert written_path("/envs/env.tar.gz", "/models/m") == "/envs/env.tar.gz"
+
+
+def test_co310_a_python_backend_without_its_stub(python_repo):
+    (python_repo.root / STUB.lstrip("/")).unlink()
+    python_repo.model("pm", "x = 1\n")
+    (finding,) = [f for f in python_repo.check().findings if f.code == "CO310"]
+    assert finding.predicted == ("triton_python_backend_stub is not found. Searched paths: "
+                                 "/opt/tritonserver/backends/python and /opt/tritonserver/backends/python")
