@@ -223,6 +223,7 @@ def test_a_report_cut_short_by_a_file_size_limit_leaves_neither_half_a_report_no
     bytes of JSON) nor the previous run's verdict under this run's name, and no temporary file left."""
     previous = '{"ok": true}\n'
     (tmp_path / "report.json").write_text(previous)
+    shutil.rmtree(example[0] / "preprocess_py")  # its environment unpacks into files beyond the limit (exit 2 too)
 
     def limited() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -146,7 +146,8 @@ def test_the_readme_command_works_on_a_fresh_clone_without_multilib(first_run):
     assert "Traceback" not in proc.stderr
     assert "compiling" in proc.stderr and "installing customops" in proc.stderr, proc.stderr
     tree = next((repo.path / ".fixture-cache").glob("tree-*"))
-    assert {p.name for p in tree.iterdir()} == {".complete", "container", "example", "fw"}  # fw: libnvinfer.so.8
+    assert {p.name for p in tree.iterdir()} == {".complete", "container", "example", "fw", "py"}  # fw: libnvinfer.so.8,
+    # py: the Python model's environment (its libstdc++, its extension module)
     assert elapsed < 90, f"first run took {elapsed:.1f} s"
 
 

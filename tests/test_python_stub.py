@@ -135,7 +135,7 @@ def test_server_5933_an_environment_with_an_older_libstdcxx_stops_the_stub(pytho
     assert finding.code == "CO306" and finding.model == "pm" and finding.version == "GLIBCXX_3.4.30"
     assert f"{EXTRACTED}/0/lib/libstdc++.so.6" in finding.message
     assert "conda install -c conda-forge 'libstdcxx-ng>=12'" in finding.hint
-    assert "Stub process 'pm_0' is not healthy." in finding.evidence[0]
+    assert finding.evidence[0].endswith("failed to load 'pm' version 1: Internal: Stub process '' is not healthy.")
     oracle = python_repo.in_the_stub(env)
     assert oracle.returncode == 1 and oracle.stderr.strip() == finding.predicted
 
@@ -269,3 +269,82 @@ def test_co310_a_python_backend_without_its_stub(python_repo):
     (finding,) = [f for f in python_repo.check().findings if f.code == "CO310"]
     assert finding.predicted == ("triton_python_backend_stub is not found. Searched paths: "
                                  "/opt/tritonserver/backends/python and /opt/tritonserver/backends/python")
+
+
+# -- an execution environment's archive is untrusted input ---------------------------------------------------
+
+
+def archive_of(model: Path, *members: tarfile.TarInfo, data: bytes = b"x") -> None:
+    with tarfile.open(model / "env.tar.gz", "w:gz") as archive:
+        for info in members:
+            archive.addfile(info, io.BytesIO(data) if info.isfile() else None)
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "", size: int = 1) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.size = kind, link, size if kind == tarfile.REGTYPE else 0
+    return info
+
+
+def test_a_member_written_through_a_link_that_points_out_stays_in_the_cache(python_repo, tmp_path):
+    """`lib -> /etc` then `lib/evil`: the runtimes' rule for layers (a path resolved through the root's own links,
+    inside it) keeps it in customops' cache; nothing is written where the link points on this machine."""
+    model = python_repo.model("pm", "x = 1\n", written="$$TRITON_MODEL_DIRECTORY/env.tar.gz")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    archive_of(model, member("bin/activate"), member("lib", tarfile.SYMTYPE, str(outside)), member("lib/evil"))
+    python_repo.check()
+    assert list(outside.iterdir()) == []
+
+
+def test_device_nodes_and_fifos_in_an_archive_are_never_made(python_repo):
+    model = python_repo.model("pm", "x = 1\n", written="$$TRITON_MODEL_DIRECTORY/env.tar.gz")
+    archive_of(model, member("bin/activate"), member("dev/null", tarfile.CHRTYPE), member("fifo", tarfile.FIFOTYPE))
+    assert stub_findings(python_repo.check()) == []
+    made = [p for p in (python_repo.tmp / "cache").rglob("*") if not (p.is_file() or p.is_dir() or p.is_symlink())]
+    assert made == []
+
+
+def test_an_archive_beyond_the_bound_is_bad_input_naming_it(python_repo, monkeypatch):
+    """A decompression bomb ends at the bound (32 GiB; 1 MiB here): an InputError naming the archive, exit 2."""
+    from customops.errors import InputError
+    from customops.image import environment
+
+    monkeypatch.setattr(environment, "ENVIRONMENT_LIMIT", 1 << 20)
+    model = python_repo.model("pm", "x = 1\n", written="$$TRITON_MODEL_DIRECTORY/env.tar.gz")
+    archive_of(model, member("bin/activate"), member("zeros", size=2 << 20), data=bytes(2 << 20))
+    with pytest.raises(InputError) as raised:
+        python_repo.check()
+    assert raised.value.path == str(model / "env.tar.gz")
+    assert raised.value.reason == "cannot be read as an archive: more than 1 MB uncompressed"
+
+
+def test_an_unpacked_environment_in_the_cache_is_reused_only_when_whole(python_repo):
+    env = python_repo.environment(libstdcxx="py/oldcxx/libstdc++.so.6")
+    python_repo.model("pm", "x = 1\n", env)
+    first = stub_findings(python_repo.check())
+    (entry,) = (python_repo.tmp / "cache" / "environments").iterdir()
+    (entry / "escaping.json").write_text('{"not": "a list"}')  # tampered with: unpacked again
+    assert stub_findings(python_repo.check()) == first
+    assert (entry / "escaping.json").read_text() == "[]"
+
+
+# -- a model's own stub --------------------------------------------------------------------------------------
+
+
+def test_server_4132_a_models_own_stub_of_another_release_names_other_message_types(python_repo):
+    """server#4132: a stub not built from the server's branch. Its shared-memory message types (C++ type names the
+    file keeps) are compared with libtriton_python.so's, and the difference is said."""
+    model = python_repo.model("pm", "x = 1\n")
+    shutil.copy(python_repo.tree / "py/newer/triton_python_backend_stub", model / "triton_python_backend_stub")
+    result = python_repo.check()
+    (note,) = [n for n in result.notes if n.startswith("pm runs its own stub")]
+    assert "their shared-memory message types differ (only the stub: CorrelationIdShm)" in note
+
+
+def test_a_models_own_stub_of_the_servers_release(python_repo):
+    model = python_repo.model("pm", "x = 1\n")
+    shutil.copy(python_repo.root / STUB.lstrip("/"), model / "triton_python_backend_stub")
+    (note,) = [n for n in python_repo.check().notes if n.startswith("pm runs its own stub")]
+    assert note.endswith("names the same 3 shared-memory message types as "
+                         "/opt/tritonserver/backends/python/libtriton_python.so")

@@ -42,8 +42,8 @@ from customops.triton.plan import LoadedBy, Purpose
 
 # The strings each vocabulary was spelled with before it was typed
 TEXTS: dict[type[TextEnum], set[str]] = {
-    Purpose: {"backend library", "op library", "plugin library", "preload"},
-    LoadedBy: {"tensorflow", "onnxruntime", "pytorch", "tensorrt", "backend", "host"},
+    Purpose: {"backend library", "op library", "plugin library", "preload", "extension module"},
+    LoadedBy: {"tensorflow", "onnxruntime", "pytorch", "tensorrt", "python", "backend", "host"},
     AttemptResult: {"found", "not found", "unreadable", "refused", "wrong machine, skipped", "not in cache",
                     "skipped: loader has DF_1_NODEFLIB"},
     Relocation: {"none", "lazy", "now", "copy"},

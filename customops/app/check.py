@@ -97,7 +97,7 @@ def run_check(repositories: list[str], manifest: Manifest, container: Container,
         models = [m for m in models if m.name in loaded]
     ctx = Context(container, manifest, mounts, server_cwd=container.working_directory or SERVER_CWD,
                   server_plugins=server_plugins, checkouts=tuple(os.path.abspath(r) for r in repositories),
-                  cache_dir=cache_dir)
+                  cache_dir=cache_dir, auto_complete=auto_complete)
     plan, findings, unchecked = build_plan(models, ctx)
     notes: list[str] = [f"mounted {host} at {container_dir}" for container_dir, host in mounts] + unchecked
     prediction = None

@@ -14,6 +14,7 @@ from customops.elf.constants import EM_X86_64
 from customops.errors import ElfError
 from customops.findings import Finding
 from customops.frameworks import PYTHON
+from customops.inspect import ipc_types
 from customops.linker.prediction import Prediction
 from customops.linker.process import Linker
 from customops.linker.target import LinkerTarget
@@ -53,8 +54,29 @@ def run_stubs(models: list[Model], plan: LoadPlan, ctx: Context, target: LinkerT
     notes on what the imports left undecided."""
     stubs, findings = stub_processes(models, plan, ctx)
     by_name = {m.name: m for m in models}
+    libraries = dict(plan.python_models)
     runs = tuple(run_stub(stub, by_name[stub.model], plan, ctx, target, reader, inherited) for stub in stubs)
-    return runs, findings, [note for run in runs for note in run.notes]
+    notes = [note for run in runs for note in run.notes]
+    notes += [_own_stub(stub, libraries[stub.model], target) for stub in stubs if stub.custom]
+    return runs, findings, notes
+
+
+def _own_stub(stub: StubProcess, library: str, target: LinkerTarget) -> str:
+    """What is known of a model's own stub beside the server's libtriton_python.so: the shared-memory message
+    types each names (a stub of another release exchanges other messages). Not a finding: which types a build
+    happens to name is not known to be the whole contract."""
+    ours, theirs = (ipc_types.shared_memory_types(host) if (host := target.host_path(path)) else None
+                    for path in (stub.program, library))
+    head = f"{stub.model} runs its own stub {stub.program}"
+    if not ours or not theirs:
+        return f"{head}: which release of the Python backend it was built from is not known (the message types it " \
+               f"exchanges with {library} cannot be read from both)"
+    if ours == theirs:
+        return f"{head}: it names the same {len(ours)} shared-memory message types as {library}"
+    only = [f"only the stub: {', '.join(sorted(ours - theirs))}" if ours - theirs else "",
+            f"only {library}: {', '.join(sorted(theirs - ours))}" if theirs - ours else ""]
+    return f"{head}: built from another release of the Python backend than {library}? their shared-memory " \
+           f"message types differ ({'; '.join(o for o in only if o)})"
 
 
 def unmodelled_stubs(plan: LoadPlan, ctx: Context) -> tuple[Undecided, ...]:

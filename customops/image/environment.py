@@ -9,6 +9,7 @@ refused and the model fails to load. Here such a member is never written; its na
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -18,13 +19,16 @@ from pathlib import Path
 
 from customops import safeio
 from customops.errors import InputError
-from customops.image.layers import GZIP, UNREADABLE, keep_layer
+from customops.image.layers import GZIP, keep_layer
 from customops.image.root import COMPLETE, build, merge
 
 TAR_MAGIC_AT, TAR_MAGIC = 257, b"ustar"
 ESCAPING = "escaping.json"  # the member names that climb out of the extraction directory, or start at /
 MAX_SHOWN = 20  # escaping names kept for the finding
 ALL = ("",)  # every member's content is kept: the check reads the environment's libraries, sources and scripts
+ENVIRONMENT_LIMIT = 32 << 30  # uncompressed bytes of one environment (conda-pack'ed CUDA frameworks: a few GB)
+STREAMED = "layer (streamed): "  # how keep_layer names what it reads
+WRITE_ERRORS = (errno.EFBIG, errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the cache's fault, not the archive's
 
 
 def readable(head: bytes) -> bool:
@@ -70,14 +74,18 @@ def unpacked(path: str, cache: Path) -> Unpacked:
         staging.mkdir(mode=0o700)
         try:
             with open(safeio.open_regular(path), "rb", closefd=True) as raw:
-                layer = keep_layer(raw, staging, None, path, ALL, seen)
-        except UNREADABLE as exc:
-            raise InputError(path, f"cannot be read as an archive: {exc}") from None
+                layer = keep_layer(raw, staging, None, path, ALL, seen, ENVIRONMENT_LIMIT)
+        except InputError as exc:
+            cause = exc.__context__  # keep_layer's: what failed, the archive or writing its files
+            if isinstance(cause, OSError) and cause.errno in WRITE_ERRORS:
+                raise InputError(path, f"cannot be unpacked into {cache}: {os.strerror(cause.errno or 0)}") from None
+            raise InputError(path, f"cannot be read as an archive: {exc.reason.removeprefix(STREAMED)}") from None
         (staging / "root").mkdir(mode=0o755)
         build(staging / "root", merge([layer]))
         shutil.rmtree(layer, ignore_errors=True)  # its contents are linked into the root
         (staging / ESCAPING).write_text(json.dumps(names))
         (staging / COMPLETE).write_text(path + "\n")
+        shutil.rmtree(done, ignore_errors=True)  # an entry not as this writes it (incomplete, tampered with)
         with contextlib.suppress(OSError):  # another check unpacked it first
             staging.rename(done)
     finally:

@@ -112,8 +112,7 @@ def _startup(run: StubRun, startup: StepOutcome) -> Finding:
 
 
 def _unhealthy(stub: StubProcess) -> str:
-    return (f"Triton then reports, after 10 s: Stub process '{stub.instance}' is not healthy. (the message above "
-            "is on the server's stderr)")
+    return f"the message above is on the server's stderr; after 10 s Triton reports: {stub.unhealthy}"
 
 
 def _newer_libstdcxx(stub: StubProcess, provider: str, version: str) -> str:

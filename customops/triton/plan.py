@@ -145,6 +145,7 @@ class Context:
     server_plugins: tuple[str, ...] = ()  # --backend-config=tensorrt,plugins=... already on the command line
     checkouts: tuple[str, ...] = ()  # the repositories as given on this machine
     cache_dir: str | None = None  # customops' cache (None: --no-cache), where execution environments are unpacked
+    auto_complete: bool = True  # the server completes configs (no --disable-auto-complete-config)
 
     def suggest_mount(self, container_path: str) -> str | None:
         """For a container path that does not exist: the --mount under which a checkout file with the same

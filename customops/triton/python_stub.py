@@ -58,12 +58,19 @@ class ExecutionEnvironment:
 @dataclass(frozen=True)
 class StubProcess:
     model: str
-    instance: str  # the stub's name in the backend's messages: the model's first instance
+    instance: str  # the first stub's name in the backend's messages: "" for the auto-complete stub, else <model>_0
+    version: int  # the model's version the stub loads
     program: str  # the stub's container path
     custom: bool  # the model directory's own stub
     python_lib: str  # the backend's directory of triton_python_backend_utils.py, on the stub's sys.path
     environment: ExecutionEnvironment | None
     config: str | None  # the model's config.pbtxt (findings about the environment point there)
+
+    @property
+    def unhealthy(self) -> str:
+        """What the core says when the stub does not start (the backend waits 10 s for its first message)."""
+        return f"failed to load '{self.model}' version {self.version}: Internal: Stub process '{self.instance}' is " \
+               "not healthy."
 
     @property
     def library_path(self) -> tuple[str, ...]:
@@ -95,7 +102,8 @@ def stub_for(model: Model, ctx: Context, library: str, unpacked_before: int = 0)
     environment, findings = _environment(model, ctx, model_dir, location, unpacked_before)
     if findings:
         return None, findings
-    return StubProcess(model.name, f"{model.name}_0", program, program == custom, python_lib, environment,
+    first = "" if ctx.auto_complete else f"{model.name}_0"  # the auto-complete stub starts before any instance's
+    return StubProcess(model.name, first, model.versions[0], program, program == custom, python_lib, environment,
                        model.config_path), []
 
 
