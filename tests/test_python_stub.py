@@ -348,3 +348,14 @@ def test_a_models_own_stub_of_the_servers_release(python_repo):
     (note,) = [n for n in python_repo.check().notes if n.startswith("pm runs its own stub")]
     assert note.endswith("names the same 3 shared-memory message types as "
                          "/opt/tritonserver/backends/python/libtriton_python.so")
+
+
+def test_verbose_says_what_was_modelled_of_a_clean_models_stub(python_repo):
+    env = python_repo.environment(modules={"fastops": "py/fastops.so"})
+    python_repo.model("pm", "import fastops\n", env)
+    out = subprocess.run([sys.executable, "-m", "customops", "check", str(python_repo.models), "--container-root",
+                          str(python_repo.root), "--verbose", "--no-cache"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "300"})
+    assert ("pm (backend python; version(s) 1; 0 op libraries; 1 load(s) predicted; stub "
+            "/opt/tritonserver/backends/python/triton_python_backend_stub with /models/pm/env.tar.gz, Python 3.12, "
+            "1 extension module(s) loaded in it)") in out.stdout, out.stdout + out.stderr

@@ -5,6 +5,7 @@ code imports (customops.triton.python_modules) loaded as CPython loads them, in 
 from __future__ import annotations
 
 import posixpath
+import re
 
 import numpy as np
 
@@ -28,6 +29,8 @@ from customops.triton.repository import Model
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # docker's, where the image sets none
 UTILS_MODULE = "triton_python_backend_utils"  # the stub imports it before the model (pb_stub.cc StubSetup)
 INIT = "PyInit_"
+NAMED_INIT = re.compile(r"_?Py([A-Z][a-z]+)_Init")  # PyMarshal_Init: the marshal module's
+INTERPRETERS_OWN = frozenset({"sys", "builtins"})  # made by the interpreter itself, before any import
 
 
 def stub_processes(models: list[Model], plan: LoadPlan, ctx: Context) -> tuple[list[StubProcess], list[Finding]]:
@@ -151,13 +154,22 @@ def _interpreter(stub: StubProcess, model: Model, ctx: Context, target: LinkerTa
 
 
 def _builtins(libpython: str, reader: ElfReader) -> frozenset[str]:
-    """The modules compiled into libpython: the PyInit_<name> functions it exports."""
+    """The modules compiled into libpython: those whose init function it exports (PyInit_posix; PyMarshal_Init and
+    _PyWarnings_Init name theirs after the module), and the two every interpreter makes before any import (CPython's
+    Python/pylifecycle.c: pycore_init_builtins, _PySys_Create)."""
     try:
         symbols = reader.read(libpython).symbols
     except ElfError:
-        return frozenset()
-    names = (symbols.name(int(i)) for i in np.nonzero(symbols.exported_mask & symbols.defined_mask)[0])
-    return frozenset(n[len(INIT):].decode("ascii", "replace") for n in names if n.startswith(INIT.encode()))
+        return INTERPRETERS_OWN
+    names = (symbols.name(int(i)).decode("ascii", "replace")
+             for i in np.nonzero(symbols.exported_mask & symbols.defined_mask)[0])
+    found = set(INTERPRETERS_OWN)
+    for name in names:
+        if name.startswith(INIT):
+            found.add(name[len(INIT):])
+        elif match := NAMED_INIT.fullmatch(name):
+            found.add(("_" if name.startswith("_") else "") + match.group(1).lower())
+    return frozenset(found)
 
 
 def _machine(libpython: str, reader: ElfReader) -> int:

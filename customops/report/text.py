@@ -12,6 +12,7 @@ from customops.report.escape import console as new_console
 from customops.report.escape import markup
 from customops.report.summary import relative, summary_line
 from customops.report.wrap import heading, wrap
+from customops.triton.python_stub import StubRun
 
 EVIDENCE_SHOWN = 12  # evidence lines of a finding shown without --verbose
 
@@ -54,11 +55,12 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
         for step in result.plan.dlopens:
             if step.model:
                 loads[step.model] += 1
+        stubs = {run.stub.model: run for run in getattr(result, "stubs", ())}
         for m in untouched:
             what = [f"backend {m.backend or '?'}", *([f"platform {m.platform}"] if m.platform else []),
                     f"version(s) {', '.join(map(str, m.versions)) or 'none'}",
                     f"{len(m.op_libraries)} op librar{'y' if len(m.op_libraries) == 1 else 'ies'}",
-                    f"{loads[m.name]} load(s) predicted"]
+                    f"{loads[m.name]} load(s) predicted", *([_stub(stubs[m.name])] if m.name in stubs else [])]
             _print(console, "[green]no findings:[/] ", 13, f"{m.name} ({'; '.join(what)})", 4)
     if verbosity > 0:
         for f in result.suppressed:
@@ -74,6 +76,14 @@ def render_text(result, fail_on: Severity, exit_code: int, base: str | None, con
         for note in result.notes:
             _print(console, "", 0, f"note: {note}", 6, "dim")
     _summary(console, result, fail_on, exit_code)
+
+
+def _stub(run: StubRun) -> str:
+    """What was modelled of a model's stub process: the stub, its environment, its Python, the modules loaded."""
+    stub = run.stub
+    env = f" with {stub.environment.path}" if stub.environment else ""
+    python = f", Python {run.python.version}" if run.python else ""
+    return f"stub {stub.program}{env}{python}, {len(run.outcomes)} extension module(s) loaded in it"
 
 
 def _container_name(result, base: str | None) -> str:

@@ -88,7 +88,7 @@ def interpreter(version: str, builtins: frozenset[str], machine: int, host: Host
     path = [cwd, *(p for p in pythonpath.split(":") if p), *stdlib]
     for directory in site:
         path.append(directory)
-        path += _pth_entries(directory, host)
+        path += pth_directories(directory, host)
     return Interpreter(version, base, tuple(dict.fromkeys([*path, *appended])), builtins, suffixes)
 
 
@@ -143,7 +143,7 @@ def _site_dirs(prefix: str, version: str, host: Host) -> list[str]:
     return [f"{prefix}/lib/python{version}/site-packages"]
 
 
-def _pth_entries(directory: str, host: Host) -> list[str]:
+def pth_directories(directory: str, host: Host) -> list[str]:
     """The directories a site directory's .pth files add (lines that `import` are run by site: not followed)."""
     found = host(directory)
     if found is None or not os.path.isdir(found):
@@ -169,6 +169,14 @@ def imports(model_py: str, model_dir: str, python: Interpreter, host: Host,
     """The extension modules importing `model_py` (a container path) loads, in the order Python loads them; the
     stub's own imports (`implicit`) first."""
     return _Walk(model_dir, python, host).run(model_py, implicit)
+
+
+def origin_of(name: str, python: Interpreter, host: Host) -> str | None:
+    """Where `name` is found, as importlib's find_spec says it: the file, "namespace" or "built-in"; None: nowhere."""
+    spec = _Walk("/", python, host).spec(name)
+    if spec is None:
+        return None
+    return spec.origin or ("namespace" if spec.package_dirs else "built-in")
 
 
 class _Walk:
