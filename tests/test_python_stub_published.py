@@ -5,9 +5,11 @@ confirmed by the real ld.so in the container and, for the import, by this real P
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,88 @@ def test_a_published_wheel_needing_libstdcxx_gets_the_environments_older_one(rea
     assert finding.code == "CO306" and finding.version == "GLIBCXX_3.4.30"
     oracle = real_python_repo.in_the_stub(env)
     assert oracle.stderr.strip() == finding.predicted
+
+
+# -- --probe: the modules imported by the stub's Python, contained ---------------------------------------------
+
+NEEDS_DEP = """#include <Python.h>
+extern int dep_fn(void);
+static struct PyModuleDef definition = {PyModuleDef_HEAD_INIT, "needs_dep", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_needs_dep(void) { (void)dep_fn(); return PyModule_Create(&definition); }
+"""
+
+
+def real_extension(tmp_path: Path, tree: Path) -> Path:
+    """An extension module of this interpreter (its Python.h), linking a library of its own (libdep.so)."""
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").is_file():
+        pytest.skip(f"needs this interpreter's headers ({include}/Python.h; on Debian: apt-get install python3-dev)")
+    source = tmp_path / "needs_dep.c"
+    source.write_text(NEEDS_DEP)
+    out = tmp_path / module_file(THIS).replace("ujson", "needs_dep")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-I{include}", "-o", str(out), str(source),
+                    f"-L{tree / 'py'}", "-l:libdep.so"], check=True, capture_output=True)
+    return out
+
+
+def probed(repo: PythonRepo):  # type: ignore[no-untyped-def]
+    from customops.app.check import run_check
+    from customops.probe.groups import ProbeSettings
+    from customops.triton.container import from_root
+    from customops.triton.manifest import load_manifest
+
+    settings = ProbeSettings(sys.executable, None, cache_dir=repo.tmp / "probe-cache")
+    return run_check([str(repo.models)], load_manifest(None), from_root(str(repo.root)), (), probe=settings,
+                     cache_dir=str(repo.tmp / "cache"))
+
+
+def test_probe_imports_a_published_wheels_module_with_the_stubs_python(real_python_repo):
+    env = real_python_repo.environment(python=THIS)
+    shutil.copy(ujson(THIS), env / "lib" / f"python{THIS}" / "site-packages" / module_file(THIS))
+    real_python_repo.model("pm", "import ujson\n", env)
+    result = probed(real_python_repo)
+    (group,) = [g for g in result.probes if g.model == "pm"]
+    assert [r.status.value for r in group.alone] == ["loaded"] and group.version.startswith(THIS)
+    assert stub_findings(result) == [] and not [f for f in result.findings if f.code == "CO409"]
+
+
+def test_probe_confirms_an_extension_modules_missing_dependency(real_python_repo, tree, tmp_path):
+    env = real_python_repo.environment(python=THIS)
+    site = env / "lib" / f"python{THIS}" / "site-packages"
+    module = real_extension(tmp_path, tree)
+    shutil.copy(module, site / module.name)
+    real_python_repo.model("pm", "import needs_dep\n", env)
+    result = probed(real_python_repo)
+    (finding,) = stub_findings(result)
+    assert finding.code == "CO302" and finding.predicted == "ImportError: libdep.so: cannot open shared object " \
+                                                            "file: No such file or directory"
+    assert any(e.startswith("probe (python ") and "libdep.so: cannot open shared object file" in e
+               for e in finding.evidence), finding.evidence
+    (env / "lib" / "libdep.so").write_bytes((tree / "py" / "libdep.so").read_bytes())  # shipped: it loads, for real
+    shutil.rmtree(real_python_repo.models / "pm")
+    real_python_repo.model("pm", "import needs_dep\n", env)
+    result = probed(real_python_repo)
+    assert stub_findings(result) == []
+    (group,) = [g for g in result.probes if g.model == "pm"]
+    assert [r.status.value for r in group.alone] == ["loaded"]
+
+
+def test_probe_with_another_python_than_the_stubs_says_it_cannot(tree, tmp_path):
+    """The fixture container's stub runs Python 3.12; probing with this interpreter is not that Python: the probe
+    says so, and the environment's own python3 is never run."""
+    repo = PythonRepo(tree, tmp_path)
+    env = repo.environment(modules={"fastops": "py/fastops.so"})
+    repo.model("pm", "import fastops\n", env)
+    result = probed(repo)
+    assert any(f"it is Python {THIS}; the stub's is 3.12" in n for n in result.notes), result.notes
+
+
+def test_customops_probe_imports_an_extension_module_with_the_python_given(tmp_path, tree):
+    module = real_extension(tmp_path, tree)
+    command = [sys.executable, "-m", "customops", "probe", "--framework", "python", str(module), "--format", "json"]
+    failed = json.loads(subprocess.run(command, capture_output=True, text=True).stdout)
+    assert failed[0]["status"] == "failed" and "libdep.so: cannot open shared object file" in failed[0]["message"]
+    published = [sys.executable, "-m", "customops", "probe", "--framework", "python", str(ujson(THIS)), "--format",
+                 "json"]
+    loaded = json.loads(subprocess.run(published, capture_output=True, text=True).stdout)
+    assert loaded[0]["status"] == "loaded"

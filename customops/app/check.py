@@ -165,6 +165,7 @@ def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],
     the findings and said in `notes` (extended here); the groups probed."""
     from customops.probe.groups import containment_notes, framework_libraries, probe_plan, tensorflow_registry
     from customops.probe.needs import container_needs
+    from customops.probe.stub_imports import stub_group
     from customops.rules import probed
 
     plan = rules.plan
@@ -172,7 +173,7 @@ def _probed(rules: RuleContext, probe: ProbeSettings, findings: list[Finding],
     tensorflow = tensorflow_registry(plan, probe) if tensorflow_models else None
     needs = container_needs(rules.prediction, (*(s.host_path for s in (*plan.preloads, *plan.dlopens)),
                                                *framework_libraries(plan)))
-    groups = tuple(probe_plan(plan, probe, needs))
+    groups = (*probe_plan(plan, probe, needs), *(stub_group(run, probe) for run in rules.stubs if run.outcomes))
     probes = rule_context.probed(groups, tensorflow, rules.models)
     notes += probed.notes(probes, rules.triton.container.facts.glibc) + containment_notes(list(groups))
     return probed.merge(findings, probed.check(replace(rules, probes=probes))), groups

@@ -4,6 +4,7 @@ code imports (customops.triton.python_modules) loaded as CPython loads them, in 
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 
@@ -122,7 +123,17 @@ def run_stub(stub: StubProcess, model: Model, plan: LoadPlan, ctx: Context, targ
     by_label = dict(zip(labels, steps, strict=True))
     outcomes = tuple((by_label[o.label], o) for o in prediction.outcomes if o.label in by_label)
     return StubRun(stub, prediction, outcomes, python, libpython, env_python, tuple(found.notes),
-                   tuple((m.path, m.chain) for m in found.extensions))
+                   tuple((m.path, m.chain) for m in found.extensions), _own_path(stub, model, ctx, python, target))
+
+
+def _own_path(stub: StubProcess, model: Model, ctx: Context, python: python_modules.Interpreter,
+              target: LinkerTarget) -> tuple[str, ...]:
+    """The stub's sys.path entries that are the model's or its environment's, where they are on this machine (what a
+    probe puts before its own interpreter's path: never the container's standard library)."""
+    own = tuple(d.rstrip("/") + "/" for d in (ctx.container_path(model.path),
+                                               *([stub.environment.directory] if stub.environment else [])))
+    hosts = (target.host_path(entry) for entry in python.sys_path if (entry + "/").startswith(own))
+    return tuple(dict.fromkeys(h for h in hosts if h is not None and os.path.isdir(h)))
 
 
 def started_by(prediction: Prediction) -> StepOutcome | None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
-from customops.frameworks import PROBE_ORDER
+from customops.frameworks import PROBE_ORDER, PYTHON
+
+IMPORTS = PYTHON.backend  # customops.probe.frameworks.IMPORTS: the stub's interpreter importing modules
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,10 +20,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per probe (default 4096)")
     p.add_argument("--together", action="store_true",
                    help="load them in order into one process (duplicate registrations show there)")
-    p.add_argument("--framework", choices=("none", *(f.probe for f in PROBE_ORDER)),
+    p.add_argument("--framework", choices=("none", *(f.probe for f in PROBE_ORDER), IMPORTS),
                    default="none", help="load as that framework loads op libraries and list what its registry "
                    "gained; tensorrt: against customops' stand-in for libnvinfer, built with the machine's C++ "
-                   "compiler, listing the plugin creators as namespace::name/version (default: a plain dlopen)")
+                   "compiler, listing the plugin creators as namespace::name/version; python: import each as a "
+                   "Python extension module with --python, as the Python backend's stub imports a model's "
+                   "(default: a plain dlopen)")
+    p.add_argument("--python-path", metavar="DIR", action="append", default=[],
+                   help="with --framework python: a directory put before sys.path (repeatable; a model's "
+                        "environment's site-packages)")
     p.add_argument("--onnxruntime-library", metavar="PATH",
                    help="the libonnxruntime.so that --framework onnxruntime registers into (default: the one in "
                         "the interpreter's onnxruntime package)")
@@ -34,13 +42,15 @@ def run(args: argparse.Namespace) -> int:
     from customops.probe.frameworks import probe_group
     from customops.probe.results import ProbeStatus
 
+    runtime = args.onnxruntime_library
+    if args.framework == IMPORTS:  # any Python: the one given is the one meant
+        runtime = json.dumps({"python": "", "path": [os.path.abspath(d) for d in args.python_path], "names": {}})
     if args.together:
         results = probe_group(tuple(args.libraries), args.python, args.timeout, args.memory_mb, args.framework,
-                              args.onnxruntime_library)
+                              runtime)
     else:  # each alone, in one sandbox that imports the framework once
         results = tuple(group[0] for group in probe_groups(tuple((lib,) for lib in args.libraries), args.python,
-                                                          args.timeout, args.memory_mb, args.framework,
-                                                          args.onnxruntime_library))
+                                                          args.timeout, args.memory_mb, args.framework, runtime))
     if args.format == "json":
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:

@@ -4,9 +4,10 @@ customops never imports this module: customops/probe/frameworks.py hands its tex
 (customops/probe/sandbox_child.py's run_script), which calls main(emit, args) in the loader process of the
 probe interpreter. It needs nothing but the standard library and ctypes and runs on Python 3.8 and later.
 
-args: the framework ("none", "torch", "tensorflow" or "onnxruntime"), the framework's C-API library (the
+args: the framework ("none", "torch", "tensorflow", "onnxruntime" or "python"), the framework's C-API library (the
 libonnxruntime.so for "onnxruntime"; for "tensorflow" a libtensorflow_cc.so.2, or "" for the Python package;
-"" for the others), optionally "--needs" and a JSON object (each library, the C-API library among them -> the
+for "python" a JSON object: the Python the modules are for, the directories put before sys.path and each module's
+name; "" for the others), optionally "--needs" and a JSON object (each library, the C-API library among them -> the
 [name, path] pairs of the container's files it needs, in the order to load them: customops/probe/needs.py),
 then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
 for each library REGISTERED (library, name) for every name the registry gained, then LOADED (library); or
@@ -56,6 +57,8 @@ def main(emit: Callable[..., None], args: list[str]) -> int:
 
 def prepare(framework: str, runtime: str, emit: Callable[..., None]) -> Dlopen | int:
     """The framework's loader, once the framework is in the process; or the exit status when it cannot be."""
+    if framework == "python":
+        return python_imports(json.loads(runtime), emit)
     try:
         if runtime and framework in ("tensorflow", "onnxruntime", "torch"):
             needs_loaded(runtime)
@@ -334,6 +337,40 @@ class OnnxRuntime(Dlopen):
                           ctypes.c_void_p, pointer_out)
         self.check(create(env, EMPTY_MODEL, len(EMPTY_MODEL), self.options, ctypes.byref(session)),
                    "creating a session: ")
+
+
+class PythonImport(Dlopen):
+    """CPython importing extension modules by file, as the Python backend's stub imports a model's: its extension
+    loader dlopen()s the file (RTLD_NOW | RTLD_LOCAL, sys.getdlopenflags()) and calls PyInit_<name>."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def load(self, path: str) -> set[str]:
+        import importlib.machinery
+        import importlib.util
+        import sys
+
+        name = self.names.get(path) or os.path.basename(path).split(".")[0]
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_loader(name, loader, origin=path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module
+        loader.exec_module(module)
+        return set()
+
+
+def python_imports(settings: dict[str, Any], emit: Callable[..., None]) -> Dlopen | int:
+    """This interpreter as the stub's, where it is that Python: the stub's directories first on sys.path."""
+    import sys
+
+    have = ".".join(map(str, sys.version_info[:2]))
+    emit("VERSION", ".".join(map(str, sys.version_info[:3])))
+    if settings["python"] and have != settings["python"]:
+        emit("UNAVAILABLE", f"it is Python {have}; the stub's is {settings['python']}")
+        return UNAVAILABLE_EXIT
+    sys.path[:0] = settings["path"]
+    return PythonImport(settings["names"])
 
 
 def loader_for(framework: str, runtime: str, emit: Callable[..., None]) -> Dlopen:

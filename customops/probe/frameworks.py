@@ -20,7 +20,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, TENSORFLOW, TENSORRT
+from customops.frameworks import DESCRIPTORS, ONNXRUNTIME, PYTHON, TENSORFLOW, TENSORRT
 from customops.inspect import protowire
 from customops.probe import sandbox
 from customops.probe.needs import Needs
@@ -42,6 +42,8 @@ TENSORFLOW_OPS = Path(__file__).with_name("child_tensorflow_ops.py").read_text()
 # The framework library a probe may load its op libraries with instead of the Python package (the container's).
 C_API_LIBRARY = {f.probe: f.c_api for f in DESCRIPTORS if f.probe and f.c_api and f is not TENSORRT}
 UNAVAILABLE_EXIT = 3  # the scripts' exit status when the framework cannot be imported (their UNAVAILABLE_EXIT)
+IMPORTS = PYTHON.backend  # the loader's "framework" for a stub's modules: the interpreter imports them (its runtime:
+# a JSON object, the Python they are for, the directories before sys.path, each module's name)
 
 
 def probe_load(library: str, python: str | None = None, timeout: float = 60, memory_mb: int = 4096,
@@ -114,6 +116,8 @@ def needed_files(needs: Needs | None, given: list[str]) -> tuple[str, ...]:
 
 def settled_runtime(framework: str, runtime: str | None, python: str) -> tuple[str | None, str | None]:
     """The C-API library the loader loads the framework with (None: the Python package), or why there is none."""
+    if framework == IMPORTS:
+        return runtime, None
     if framework == ONNXRUNTIME.probe and runtime is None:
         runtime = onnxruntime_library(python)
         if runtime is None:
@@ -137,6 +141,8 @@ def unavailable(run: sandbox.Run, timeout: float, paths: tuple[str, ...], python
 
 def runtime_files(runtime: str) -> tuple[str, ...]:
     """The C-API library and the framework library it needs beside it (TensorFlow's), which the loader reads."""
+    if runtime.startswith("{"):  # the stub's interpreter settings (IMPORTS): no file
+        return ()
     name = os.path.basename(runtime)
     beside = next((f.c_api_needs for f in DESCRIPTORS if f.c_api and f.c_api_needs and name.startswith(f.c_api)), None)
     return (runtime, os.path.join(os.path.dirname(runtime), beside)) if beside else (runtime,)

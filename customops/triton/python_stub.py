@@ -211,3 +211,4 @@ class StubRun:
     environment_python: str | None = None  # the Python its execution environment is made for (lib/python3.Y)
     notes: tuple[str, ...] = ()
     chains: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each extension module's path, and the imports bringing it
+    import_path: tuple[str, ...] = ()  # the stub's sys.path entries of the model and its environment, on this machine
