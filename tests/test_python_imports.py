@@ -89,3 +89,40 @@ def test_imports_a_function_makes_are_deferred_and_try_except_import_error_guard
         ("a", 0, None, False, False), ("b", 0, None, True, False), ("", 1, "c", False, True),
         ("importlib", 0, None, False, True), ("d", 0, None, False, False)]
     assert found.dynamic == (9,)
+
+
+NUMPY = "1.26.4"
+FROM_C = {"numpy.core._multiarray_tests"}  # imported by numpy's C code through __import__ (add_newdoc): not in a source
+
+
+def test_the_extension_modules_importing_numpy_loads_are_those_the_real_interpreter_loads(tmp_path):
+    """A published numpy wheel unpacked as a site directory: every extension module customops predicts `import
+    numpy` to load (required or optional) is one this real interpreter loads, and every numpy module it loads is
+    predicted but those named from C (FROM_C)."""
+    import sysconfig
+    import zipfile
+
+    from customops.triton.python_modules import imports
+    from fixtures import wheels
+
+    try:
+        wheel = wheels.wheel("numpy", NUMPY, this_python=True)
+    except wheels.Unavailable as exc:
+        pytest.skip(str(exc))
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    python = Interpreter(VERSION, "/nowhere", (str(site), stdlib, f"{stdlib}/lib-dynload"),
+                         frozenset(sys.builtin_module_names), (TAG, ".abi3.so", ".so"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.py").write_text("import numpy\n")
+    predicted = {m.module for m in imports(str(model / "model.py"), str(model), python, host).extensions}
+    script = ("import json, sys\nsys.path[:0] = [sys.argv[1]]\nimport numpy\n"
+              "print(json.dumps(sorted(n for n, m in list(sys.modules.items()) "
+              "if str(getattr(m, '__file__', '')).endswith('.so'))))")
+    loaded = set(json.loads(subprocess.run([sys.executable, "-S", "-I", "-c", script, str(site)],
+                                           capture_output=True, text=True, check=True).stdout))
+    assert predicted <= loaded, predicted - loaded
+    assert {m for m in loaded if m.startswith("numpy.")} - predicted == FROM_C

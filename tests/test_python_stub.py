@@ -196,10 +196,17 @@ def test_an_extension_modules_dependency_missing_from_the_environment_fails_its_
     assert finding.predicted == f"ImportError: {oracle.error_of(site_module('needsdep'))}"
 
 
-def test_an_import_the_model_guards_is_not_followed(python_repo):
+def test_an_import_the_model_guards_fails_into_its_handler_and_a_note(python_repo):
+    """try: import needsdep / except ImportError: the module still loads where it can (it is modelled), and its
+    failure is the code's to handle: a note, not a finding. Imported again unguarded, it is required."""
     env = python_repo.environment(modules={"needsdep": "py/needsdep.so"})
-    python_repo.model("pm", "try:\n    import needsdep\nexcept ImportError:\n    needsdep = None\n", env)
-    assert stub_findings(python_repo.check()) == []
+    guarded = "try:\n    import needsdep\nexcept ImportError:\n    needsdep = None\n"
+    python_repo.model("pm", guarded, env)
+    result = python_repo.check()
+    assert stub_findings(result) == []
+    assert any(n.startswith("pm: ") and "needsdep" in n and "try/except ImportError" in n for n in result.notes)
+    python_repo.model("pn", guarded + "def execute(requests):\n    import needsdep\n", env)
+    assert [(f.code, f.model) for f in stub_findings(python_repo.check())] == [("CO302", "pn")]
 
 
 def test_an_import_of_a_name_computed_at_run_time_is_said_to_be_unchecked(python_repo):

@@ -114,7 +114,8 @@ def run_stub(stub: StubProcess, model: Model, plan: LoadPlan, ctx: Context, targ
         return StubRun(stub, started, libpython=libpython, environment_python=env_python)
     python = _interpreter(stub, model, ctx, target, version, loaded, reader)
     found = python_modules.imports(_model_py(stub, model, ctx), ctx.container_path(model.path), python,
-                                   target.host_path, (UTILS_MODULE,))
+                                   target.host_path, (UTILS_MODULE,),
+                                   stub.environment.directory if stub.environment else None)
     steps = tuple(LoadStep(m.path, m.host_path, LoadedBy.PYTHON, Purpose.EXTENSION_MODULE, model=model.name,
                            entry_points=(INIT + m.module.rpartition(".")[2],)) for m in found.extensions)
     labels = [f"{i}:{stub.model}:{step.path}" for i, step in enumerate(steps)]
@@ -122,8 +123,13 @@ def run_stub(stub: StubProcess, model: Model, plan: LoadPlan, ctx: Context, targ
         Dlopen(s.path, calls=s.entry_points, label=label) for s, label in zip(steps, labels, strict=True))))
     by_label = dict(zip(labels, steps, strict=True))
     outcomes = tuple((by_label[o.label], o) for o in prediction.outcomes if o.label in by_label)
-    return StubRun(stub, prediction, outcomes, python, libpython, env_python, tuple(found.notes),
-                   tuple((m.path, m.chain) for m in found.extensions), _own_path(stub, model, ctx, python, target))
+    optional = frozenset(m.path for m in found.extensions if m.optional)
+    notes = [*found.notes, *(f"{model.name}: {step.path} fails to load ({outcome.message}); the code imports it under "
+                             "try/except ImportError" for step, outcome in outcomes
+                             if step.path in optional and not outcome.ok)]
+    return StubRun(stub, prediction, outcomes, python, libpython, env_python, tuple(notes),
+                   tuple((m.path, m.chain) for m in found.extensions), _own_path(stub, model, ctx, python, target),
+                   optional)
 
 
 def _own_path(stub: StubProcess, model: Model, ctx: Context, python: python_modules.Interpreter,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import cast
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 DYNAMIC = frozenset({"import_module", "__import__"})
+TRIES: tuple[type[ast.stmt], ...] = (ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar") else []))
 
 
 @dataclass(frozen=True)
@@ -37,60 +39,59 @@ def imports_of(source: bytes, name: str) -> Imports:
         tree = ast.parse(source, filename=name)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return Imports((), (), f"{type(exc).__name__}: {exc}")
-    walker = _Walker()
-    walker.visit(tree)
-    return Imports(tuple(walker.found), tuple(walker.dynamic))
+    found: list[Import] = []
+    dynamic: list[int] = []
+    _statements(tree.body, found, guarded=False, deferred=False)
+    if any(word.encode() in source for word in DYNAMIC):  # only then are expressions searched for the calls
+        _calls(tree, found, dynamic)
+    return Imports(tuple(found), tuple(dynamic))
 
 
-class _Walker(ast.NodeVisitor):
-    def __init__(self) -> None:
-        self.found: list[Import] = []
-        self.dynamic: list[int] = []
-        self.guarded = 0
-        self.deferred = 0
+def _statements(body: list[ast.stmt], found: list[Import], guarded: bool, deferred: bool) -> None:
+    """The import statements of a body and of the bodies nested in it (statements only: expressions hold none)."""
+    for node in body:
+        if isinstance(node, ast.Import):
+            found += [Import(alias.name, 0, node.lineno, guarded=guarded, deferred=deferred) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found += [Import(node.module or "", node.level, node.lineno, None if alias.name == "*" else alias.name,
+                             guarded, deferred) for alias in node.names]
+        elif isinstance(node, TRIES):
+            node = cast(ast.Try, node)  # try/except*: the same fields
+            handles = any(_catches_import_error(h.type) for h in node.handlers)
+            _statements(node.body, found, guarded or handles, deferred)
+            for handler in node.handlers:
+                _statements(handler.body, found, guarded, deferred)
+            _statements(node.orelse, found, guarded, deferred)
+            _statements(node.finalbody, found, guarded, deferred)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _statements(node.body, found, guarded, deferred=True)
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                _statements(case.body, found, guarded, deferred)
+        else:  # if, for, while, with, class bodies: run where they stand
+            for field in ("body", "orelse", "finalbody"):
+                nested = getattr(node, field, None)
+                if isinstance(nested, list):
+                    _statements(nested, found, guarded, deferred)
 
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self.found.append(Import(alias.name, 0, node.lineno, guarded=self.guarded > 0,
-                                     deferred=self.deferred > 0))
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        for alias in node.names:
-            self.found.append(Import(node.module or "", node.level, node.lineno,
-                                     None if alias.name == "*" else alias.name, self.guarded > 0, self.deferred > 0))
-
-    def visit_Try(self, node: ast.Try) -> None:
-        handles = any(_catches_import_error(h.type) for h in node.handlers)
-        self.guarded += handles
-        for statement in node.body:
-            self.visit(statement)
-        self.guarded -= handles
-        for part in (*node.handlers, *node.orelse, *node.finalbody):
-            self.visit(part)
-
-    def visit_TryStar(self, node: ast.TryStar) -> None:
-        self.visit_Try(node)  # type: ignore[arg-type]  # the same fields: body, handlers, orelse, finalbody
-
-    def _deferred(self, node: ast.AST) -> None:
-        self.deferred += 1
-        self.generic_visit(node)
-        self.deferred -= 1
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _deferred
-
-    def visit_Call(self, node: ast.Call) -> None:
+def _calls(tree: ast.Module, found: list[Import], dynamic: list[int]) -> None:
+    """`importlib.import_module("name")` of a literal name, as an import; of anything else, its line in `dynamic`.
+    Where such a call stands is not weighed: it counts as a deferred import."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
         function = node.func
         called = function.attr if isinstance(function, ast.Attribute) else \
             function.id if isinstance(function, ast.Name) else None
-        if called in DYNAMIC and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str) and called == "import_module" \
-                    and not (len(node.args) > 1 or node.keywords):
-                self.found.append(Import(first.value.lstrip("."), len(first.value) - len(first.value.lstrip(".")),
-                                         node.lineno, guarded=self.guarded > 0, deferred=self.deferred > 0))
-            else:
-                self.dynamic.append(node.lineno)
-        self.generic_visit(node)
+        if called not in DYNAMIC or not node.args:
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and called == "import_module" \
+                and len(node.args) == 1 and not node.keywords and not first.value.startswith("."):
+            found.append(Import(first.value, 0, node.lineno, deferred=True))
+        else:
+            dynamic.append(node.lineno)
 
 
 def _catches_import_error(handler: ast.expr | None) -> bool:

@@ -49,6 +49,7 @@ class Imported:
     path: str  # container path
     host_path: str
     chain: tuple[str, ...]
+    optional: bool = False  # imported only where the code handles its ImportError
 
 
 @dataclass
@@ -165,88 +166,97 @@ def pth_directories(directory: str, host: Host) -> list[str]:
 
 
 def imports(model_py: str, model_dir: str, python: Interpreter, host: Host,
-            implicit: tuple[str, ...] = ()) -> Imports:
+            implicit: tuple[str, ...] = (), environment: str | None = None) -> Imports:
     """The extension modules importing `model_py` (a container path) loads, in the order Python loads them; the
     stub's own imports (`implicit`) first."""
-    return _Walk(model_dir, python, host).run(model_py, implicit)
+    return _Walk(model_dir, python, host, environment).run(model_py, implicit)
 
 
 def origin_of(name: str, python: Interpreter, host: Host) -> str | None:
     """Where `name` is found, as importlib's find_spec says it: the file, "namespace" or "built-in"; None: nowhere."""
-    spec = _Walk("/", python, host).spec(name)
+    spec = _Walk("", python, host).spec(name)
     if spec is None:
         return None
     return spec.origin or ("namespace" if spec.package_dirs else "built-in")
 
 
 class _Walk:
-    def __init__(self, model_dir: str, python: Interpreter, host: Host) -> None:
+    """One model's imports, depth first in statement order, as Python runs them. A module reached only through an
+    import the code guards (try/except ImportError) is optional: walked too (it loads when it can), its failure
+    handled by the code; reached again unguarded, it and what it imports are walked again as required."""
+
+    def __init__(self, model_dir: str, python: Interpreter, host: Host, environment: str | None = None) -> None:
         self.own = model_dir.rstrip("/") + "/"
+        self.libraries = environment.rstrip("/") + "/" if environment else None  # an environment in the model's
         self.python, self.host = python, host
         self.specs: dict[str, _Spec | None] = {}
-        self.done: set[str] = set()
-        self.found = Imports()
+        self.walked: dict[str, bool] = {}  # module -> walked as optional only
+        self.extensions: dict[str, Imported] = {}
+        self.notes: list[str] = []
 
     def run(self, model_py: str, implicit: tuple[str, ...]) -> Imports:
         for name in implicit:
-            self.module(name, ("(the stub)",), own=False)
-        self.file(model_py, "model", False, (posixpath.basename(model_py),), own=True)
-        return self.found
+            self.module(name, ("(the stub)",), own=False, optional=False)
+        self.file(model_py, "model", False, (posixpath.basename(model_py),), own=True, optional=False)
+        return Imports(list(self.extensions.values()), self.notes)
 
-    def module(self, name: str, chain: tuple[str, ...], own: bool, line: tuple[str, int] | None = None) -> bool:
+    def module(self, name: str, chain: tuple[str, ...], own: bool, optional: bool,
+               line: tuple[str, int] | None = None) -> bool:
         """Import `name` and its parents; whether it was found."""
         parts = name.split(".")
         for n in range(1, len(parts) + 1):
             dotted = ".".join(parts[:n])
             spec = self.spec(dotted)
             if spec is None:
-                if own and line is not None and n == 1:
-                    self.found.notes.append(f"{line[0]}:{line[1]} imports {name}, which is in none of the stub's "
-                                            "sys.path directories")
+                if own and not optional and line is not None and n == 1:
+                    self.notes.append(f"{line[0]}:{line[1]} imports {name}, which is in none of the stub's "
+                                      "sys.path directories")
                 return False
-            self.load(spec, (*chain, dotted))
+            self.load(spec, (*chain, dotted), optional)
         return True
 
-    def load(self, spec: _Spec, chain: tuple[str, ...]) -> None:
-        if spec.name in self.done or spec.origin is None:
-            self.done.add(spec.name)
+    def load(self, spec: _Spec, chain: tuple[str, ...], optional: bool) -> None:
+        if spec.name in self.walked and (optional or not self.walked[spec.name]):
+            return  # walked already, as required or as what this asks
+        self.walked[spec.name] = optional
+        if len(self.walked) > MAX_MODULES:
+            if len(self.walked) == MAX_MODULES + 1:
+                self.notes.append(f"more than {MAX_MODULES} modules imported: the rest are not followed")
             return
-        self.done.add(spec.name)
-        if len(self.done) > MAX_MODULES:
-            if len(self.done) == MAX_MODULES + 1:
-                self.found.notes.append(f"more than {MAX_MODULES} modules imported: the rest are not followed")
+        if spec.origin is None:
             return
         if spec.extension:
             host = self.host(spec.origin)
             if host is not None:
-                self.found.extensions.append(Imported(spec.name, spec.origin, host, chain))
+                known = self.extensions.get(spec.name)
+                self.extensions[spec.name] = Imported(spec.name, spec.origin, host, known.chain if known else chain,
+                                                      optional)
             return
         if spec.origin.endswith(".py"):
-            own = spec.origin.startswith(self.own)
-            self.file(spec.origin, spec.name, bool(spec.package_dirs), chain, own)
+            own = spec.origin.startswith(self.own) and not (self.libraries and spec.origin.startswith(self.libraries))
+            self.file(spec.origin, spec.name, bool(spec.package_dirs), chain, own, optional)
 
-    def file(self, path: str, name: str, package: bool, chain: tuple[str, ...], own: bool) -> None:
+    def file(self, path: str, name: str, package: bool, chain: tuple[str, ...], own: bool, optional: bool) -> None:
         host = self.host(path)
         if host is None:
             return
         try:
             source = safeio.read_bytes(host, SOURCE_LIMIT)
         except InputError as exc:
-            self.found.notes.append(f"not followed: {path}: {exc.reason}")
+            self.notes.append(f"not followed: {path}: {exc.reason}")
             return
         found = once(("python imports", host, len(source), hash(source)), lambda: imports_of(source, path))
-        if found.error and own:
-            self.found.notes.append(f"{path} cannot be read as Python ({found.error}): the stub cannot import it")
-        if own:
-            self.found.notes += [f"{path}:{line} imports a module named at run time: not checked"
-                                 for line in found.dynamic]
+        if own and not optional:
+            if found.error:
+                self.notes.append(f"{path} cannot be read as Python ({found.error}): the stub cannot import it")
+            self.notes += [f"{path}:{line} imports a module named at run time: not checked" for line in found.dynamic]
         for statement in found.imports:
-            if statement.guarded or (statement.deferred and not own):
+            if statement.deferred and not own:
                 continue
-            self.statement(statement, name, package, chain, own, path)
+            self.statement(statement, name, package, chain, own, optional or statement.guarded, path)
 
     def statement(self, statement: Import, name: str, package: bool, chain: tuple[str, ...], own: bool,
-                  path: str) -> None:
+                  optional: bool, path: str) -> None:
         base = statement.module
         if statement.level:
             anchor = name if package else name.rpartition(".")[0]
@@ -255,17 +265,14 @@ class _Walk:
                 return
             parts = parts[:len(parts) - (statement.level - 1)]
             base = ".".join([*parts, *([statement.module] if statement.module else [])])
-        if not base:
-            return
-        line = (path, statement.line)
-        if not self.module(base, chain, own, line):
+        if not base or not self.module(base, chain, own, optional, (path, statement.line)):
             return
         if statement.name is not None:
             spec = self.spec(base)
             if spec is not None and spec.package_dirs:
                 submodule = self.spec(f"{base}.{statement.name}")
                 if submodule is not None:
-                    self.load(submodule, (*chain, submodule.name))
+                    self.load(submodule, (*chain, submodule.name), optional)
 
     def spec(self, name: str) -> _Spec | None:
         if name not in self.specs:

@@ -212,3 +212,4 @@ class StubRun:
     notes: tuple[str, ...] = ()
     chains: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each extension module's path, and the imports bringing it
     import_path: tuple[str, ...] = ()  # the stub's sys.path entries of the model and its environment, on this machine
+    optional: frozenset[str] = frozenset()  # the modules imported only where the code handles their ImportError
