@@ -40,6 +40,7 @@ ALLOWED_STRINGS = {
     ("commands/check.py", "--probe-onnxruntime"): "a public option's name",
     ("commands/launch.py", "--probe-onnxruntime"): "the same option, on launch",
     ("commands/probe.py", "--onnxruntime-library"): "a public option's name",
+    ("commands/probe.py", "--python-path"): "a public option: the probing interpreter's sys.path, not the backend",
     ("triton/container.py", "\0pytorch\0"): "the ONNX exporter's producer name in libtorch_cpu.so, before its version",
     ("probe/tensorrt_standin.py", "tensorrt-standin"): "customops' own cache directory of the stand-in's builds",
     ("probe/tensorrt_standin.py", "customops-tensorrt-"): "customops' own temporary directory's prefix",

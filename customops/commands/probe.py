@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     runtime = args.onnxruntime_library
     if args.framework == IMPORTS:  # any Python: the one given is the one meant
-        runtime = json.dumps({"python": "", "path": [os.path.abspath(d) for d in args.python_path], "names": {}})
+        runtime = json.dumps({"version": "", "path": [os.path.abspath(d) for d in args.python_path], "names": {}})
     if args.together:
         results = probe_group(tuple(args.libraries), args.python, args.timeout, args.memory_mb, args.framework,
                               runtime)

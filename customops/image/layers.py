@@ -175,17 +175,17 @@ def read_layer(layer: Layer, image: str, cache: Path, keep: tuple[str, ...] = ()
 
 def keep_layer(raw: IO[bytes], cache: Path, digest: str | None = None, image: str = "the image",
                keep: tuple[str, ...] = (), seen: Callable[[tarfile.TarInfo], None] | None = None,
-               limit: int = LAYER_LIMIT) -> Path:
+               limit: int | None = None) -> Path:
     """Read a layer blob from `raw` to its end into the cache, under the digest it has (which must be `digest`
     where one is given), with its diff_id beside its index; its directory. `seen` is shown every member as it
     passes (an execution environment's archive notes the names that would land outside it); `limit`: its
-    uncompressed bytes at most."""
+    uncompressed bytes at most (None: LAYER_LIMIT)."""
     staging = cache / f".layer.{os.getpid()}.{id(raw)}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / FILES).mkdir(parents=True, mode=0o700)
     try:
         blob = _Hashing(raw)
-        tar_stream = _Hashing(decompressed(blob), limit)
+        tar_stream = _Hashing(decompressed(blob), LAYER_LIMIT if limit is None else limit)
         entries = _members(tar_stream, staging / FILES, keep, seen)
         tar_stream.drain()
         blob.drain()

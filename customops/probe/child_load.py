@@ -4,10 +4,10 @@ customops never imports this module: customops/probe/frameworks.py hands its tex
 (customops/probe/sandbox_child.py's run_script), which calls main(emit, args) in the loader process of the
 probe interpreter. It needs nothing but the standard library and ctypes and runs on Python 3.8 and later.
 
-args: the framework ("none", "torch", "tensorflow", "onnxruntime" or "python"), the framework's C-API library (the
-libonnxruntime.so for "onnxruntime"; for "tensorflow" a libtensorflow_cc.so.2, or "" for the Python package;
-for "python" a JSON object: the Python the modules are for, the directories put before sys.path and each module's
-name; "" for the others), optionally "--needs" and a JSON object (each library, the C-API library among them -> the
+args: the framework ("none", "torch", "tensorflow", "onnxruntime" or "python"), the framework's C-API library
+(the libonnxruntime.so for "onnxruntime"; for "tensorflow" a libtensorflow_cc.so.2, or "" for the Python package;
+for "python" a JSON object: the version of the Python the modules are for, the directories put before sys.path,
+each module's name; "" for the others), optionally "--needs" and a JSON object (each library, the C-API library among them -> the
 [name, path] pairs of the container's files it needs, in the order to load them: customops/probe/needs.py),
 then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
 for each library REGISTERED (library, name) for every name the registry gained, then LOADED (library); or
@@ -366,8 +366,8 @@ def python_imports(settings: dict[str, Any], emit: Callable[..., None]) -> Dlope
 
     have = ".".join(map(str, sys.version_info[:2]))
     emit("VERSION", ".".join(map(str, sys.version_info[:3])))
-    if settings["python"] and have != settings["python"]:
-        emit("UNAVAILABLE", f"it is Python {have}; the stub's is {settings['python']}")
+    if settings["version"] and have != settings["version"]:
+        emit("UNAVAILABLE", f"it is Python {have}; the stub's is {settings['version']}")
         return UNAVAILABLE_EXIT
     sys.path[:0] = settings["path"]
     return PythonImport(settings["names"])

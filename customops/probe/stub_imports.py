@@ -24,7 +24,7 @@ def stub_group(run: StubRun, settings: ProbeSettings) -> ProbedGroup:
              for library, found in container_needs(run.prediction, sources).items()}
     chains = dict(run.chains)
     names = {os.path.abspath(s.host_path): chains.get(s.path, ("",))[-1] for s in steps}
-    settings_json = json.dumps({"python": run.python.version if run.python else "", "path": list(run.import_path),
+    settings_json = json.dumps({"version": run.python.version if run.python else "", "path": list(run.import_path),
                                 "names": names})
     batches = [(source,) for source in sources] + ([sources] if len(sources) > 1 else [])
     *each, last = cached_batches(settings, IMPORTS, settings_json, None, batches, needs)
