@@ -7,8 +7,9 @@ probe interpreter. It needs nothing but the standard library and ctypes and runs
 args: the framework ("none", "torch", "tensorflow", "onnxruntime" or "python"), the framework's C-API library
 (the libonnxruntime.so for "onnxruntime"; for "tensorflow" a libtensorflow_cc.so.2, or "" for the Python package;
 for "python" a JSON object: the version of the Python the modules are for, the directories put before sys.path,
-each module's name; "" for the others), optionally "--needs" and a JSON object (each library, the C-API library among them -> the
-[name, path] pairs of the container's files it needs, in the order to load them: customops/probe/needs.py),
+each module's name; "" for the others), optionally "--needs" and a JSON object (each library, the C-API library
+among them -> the [name, path] pairs of the container's files it needs, in the order to load them:
+customops/probe/needs.py),
 then the libraries. What it emits, in order: VERSION and BUILTIN (Torch's own namespaces) once;
 for each library REGISTERED (library, name) for every name the registry gained, then LOADED (library); or
 FAILED (message) for the first library whose load call raised, and nothing after it; or UNAVAILABLE
