@@ -366,3 +366,32 @@ def test_verbose_says_what_was_modelled_of_a_clean_models_stub(python_repo):
     assert ("pm (backend python; version(s) 1; 0 op libraries; 1 load(s) predicted; stub "
             "/opt/tritonserver/backends/python/triton_python_backend_stub with /models/pm/env.tar.gz, Python 3.12, "
             "1 extension module(s) loaded in it)") in out.stdout, out.stdout + out.stderr
+
+
+NEWER_GLIBC = """#include <stddef.h>
+extern size_t strlcpy(char *dst, const char *src, size_t size);  /* GLIBC_2.38 */
+extern void *PyModule_Create2(void *definition, int api);
+static char definition[64], buffer[8];
+void *PyInit_newglibc(void) { strlcpy(buffer, "x", sizeof buffer); return PyModule_Create2(definition, 1013); }
+"""
+
+
+def test_server_5094_an_extension_module_built_for_a_newer_glibc_than_the_containers(python_repo, tmp_path):
+    """server#5094: a CUDA extension in the environment needs `GLIBC_2.32' and the container's glibc is older.
+    Here a module linked against Debian trixie's glibc (strlcpy: GLIBC_2.38) in the fixture container (2.36)."""
+    import glibc_release
+
+    trixie = glibc_release.debian_libc("trixie")
+    source = tmp_path / "newglibc.c"
+    source.write_text(NEWER_GLIBC)
+    module = tmp_path / f"newglibc{EXTENSION}"
+    libpython = python_repo.root / "usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(module), str(source), str(trixie / glibc_release.LIBDIR /
+                    "libc.so.6"), str(libpython)], check=True, capture_output=True)
+    env = python_repo.environment()
+    shutil.copy(module, env / "lib/python3.12/site-packages" / module.name)
+    python_repo.model("pm", "import newglibc\n", env)
+    (finding,) = stub_findings(python_repo.check())
+    assert finding.code == "CO306" and finding.version == "GLIBC_2.38"
+    oracle = python_repo.in_the_stub(env, (site_module("newglibc"),))
+    assert finding.predicted == f"ImportError: {oracle.error_of(site_module('newglibc'))}"
