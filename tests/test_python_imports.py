@@ -126,3 +126,25 @@ def test_the_extension_modules_importing_numpy_loads_are_those_the_real_interpre
                                            capture_output=True, text=True, check=True).stdout))
     assert predicted <= loaded, predicted - loaded
     assert {m for m in loaded if m.startswith("numpy.")} - predicted == FROM_C
+
+
+def test_a_sources_imports_are_kept_in_the_cache_and_a_damaged_entry_is_read_again(site, tmp_path):
+    from customops.triton.python_modules import imports
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.py").write_text("import pkg.fast\nimport ext\n")
+    cache = tmp_path / "cache"
+    python = python_for(site)
+
+    def found() -> list[str]:
+        return [m.module for m in imports(str(model / "model.py"), str(model), python, host,
+                                          cache_dir=str(cache)).extensions]
+
+    first = found()
+    entries = sorted((cache / "python-imports").rglob("*"))
+    entries = [e for e in entries if e.is_file()]
+    assert first == ["pkg.fast", "ext"] and entries
+    for entry in entries:
+        entry.write_text('{"format": "damaged"')
+    assert found() == first

@@ -115,7 +115,7 @@ def run_stub(stub: StubProcess, model: Model, plan: LoadPlan, ctx: Context, targ
     python = _interpreter(stub, model, ctx, target, version, loaded, reader)
     found = python_modules.imports(_model_py(stub, model, ctx), ctx.container_path(model.path), python,
                                    target.host_path, (UTILS_MODULE,),
-                                   stub.environment.directory if stub.environment else None)
+                                   stub.environment.directory if stub.environment else None, ctx.cache_dir)
     steps = tuple(LoadStep(m.path, m.host_path, LoadedBy.PYTHON, Purpose.EXTENSION_MODULE, model=model.name,
                            entry_points=(INIT + m.module.rpartition(".")[2],)) for m in found.extensions)
     labels = [f"{i}:{stub.model}:{step.path}" for i, step in enumerate(steps)]

@@ -5,8 +5,10 @@ of a computed name)."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import cast
+
+from customops.cachedir import Text
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 DYNAMIC = frozenset({"import_module", "__import__"})
@@ -31,6 +33,20 @@ class Imports:
     imports: tuple[Import, ...]
     dynamic: tuple[int, ...]  # lines importing a name computed at run time
     error: str | None = None  # why the source could not be read as Python (the stub then fails to import it)
+
+    def to_json(self) -> dict:
+        return {"imports": [asdict(i) for i in self.imports], "dynamic": list(self.dynamic), "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Imports:
+        """From to_json's form, which must have IMPORTS_SHAPE (customops.cachedir.matches)."""
+        return cls(tuple(Import(**row) for row in data["imports"]), tuple(data["dynamic"]), data["error"])
+
+
+# to_json's form, as a cache entry must have it
+IMPORT_SHAPE = {"module": Text(), "level": int, "line": int, "name": (Text(), None), "guarded": bool,
+                "deferred": bool}
+IMPORTS_SHAPE = {"imports": [IMPORT_SHAPE], "dynamic": [int], "error": (Text(), None)}
 
 
 def imports_of(source: bytes, name: str) -> Imports:

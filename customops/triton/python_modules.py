@@ -10,19 +10,22 @@ one the code handles, and is not followed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from customops import safeio
+from customops import cachedir, safeio
 from customops.elf.constants import EM_AARCH64, EM_X86_64
 from customops.errors import InputError
-from customops.inspect.python_source import Import, imports_of
+from customops.inspect.python_source import IMPORTS_SHAPE, Import, imports_of
+from customops.inspect.python_source import Imports as ParsedImports
 from customops.memo import once
 
 SOURCE_LIMIT = 4 * safeio.MiB  # one module's source
+READER = "1"  # bump when what the import reader records changes: its cached results are then read again
 MAX_MODULES = 5000  # modules followed for one model (a deep framework import stops here, with a note)
 PTH_LIMIT = safeio.SMALL_TEXT_LIMIT
 LIBPYTHON = re.compile(r"^libpython(3)\.(\d+)\.so")
@@ -166,10 +169,10 @@ def pth_directories(directory: str, host: Host) -> list[str]:
 
 
 def imports(model_py: str, model_dir: str, python: Interpreter, host: Host,
-            implicit: tuple[str, ...] = (), environment: str | None = None) -> Imports:
+            implicit: tuple[str, ...] = (), environment: str | None = None, cache_dir: str | None = None) -> Imports:
     """The extension modules importing `model_py` (a container path) loads, in the order Python loads them; the
     stub's own imports (`implicit`) first."""
-    return _Walk(model_dir, python, host, environment).run(model_py, implicit)
+    return _Walk(model_dir, python, host, environment, cache_dir).run(model_py, implicit)
 
 
 def origin_of(name: str, python: Interpreter, host: Host) -> str | None:
@@ -185,8 +188,10 @@ class _Walk:
     import the code guards (try/except ImportError) is optional: walked too (it loads when it can), its failure
     handled by the code; reached again unguarded, it and what it imports are walked again as required."""
 
-    def __init__(self, model_dir: str, python: Interpreter, host: Host, environment: str | None = None) -> None:
+    def __init__(self, model_dir: str, python: Interpreter, host: Host, environment: str | None = None,
+                 cache_dir: str | None = None) -> None:
         self.own = model_dir.rstrip("/") + "/"
+        self.cache_dir = cache_dir
         self.libraries = environment.rstrip("/") + "/" if environment else None  # an environment in the model's
         self.python, self.host = python, host
         self.specs: dict[str, _Spec | None] = {}
@@ -245,7 +250,7 @@ class _Walk:
         except InputError as exc:
             self.notes.append(f"not followed: {path}: {exc.reason}")
             return
-        found = once(("python imports", host, len(source), hash(source)), lambda: imports_of(source, path))
+        found = once(("python imports", host, len(source), hash(source)), lambda: self.read(source, path))
         if own and not optional:
             if found.error:
                 self.notes.append(f"{path} cannot be read as Python ({found.error}): the stub cannot import it")
@@ -254,6 +259,17 @@ class _Walk:
             if statement.deferred and not own:
                 continue
             self.statement(statement, name, package, chain, own, optional or statement.guarded, path)
+
+    def read(self, source: bytes, path: str) -> ParsedImports:
+        """The source's imports, from customops' cache where an earlier run read the same bytes (ast.parse is
+        most of the walk's time: a framework's package has hundreds of modules)."""
+        key = [READER, hashlib.sha256(source).hexdigest()]
+        cached = cachedir.load_result(self.cache_dir, "python-imports", key, IMPORTS_SHAPE)
+        if cached is not None:
+            return ParsedImports.from_json(cached)
+        found = imports_of(source, path)
+        cachedir.store_result(self.cache_dir, "python-imports", key, found.to_json())
+        return found
 
     def statement(self, statement: Import, name: str, package: bool, chain: tuple[str, ...], own: bool,
                   optional: bool, path: str) -> None:
