@@ -12,7 +12,7 @@ from typing import Any
 from customops.codes import Code
 from customops.emitters import emits
 from customops.findings import Finding, amended
-from customops.linker.types import FailureKind, StepKind, StepOutcome, StepStatus
+from customops.linker.types import CallStatus, FailureKind, Search, StepKind, StepOutcome, StepStatus
 from customops.rules import loading
 from customops.rules.context import RuleContext
 from customops.rules.needed import needed_not_found
@@ -51,7 +51,8 @@ def _stub(run: StubRun, startup: StepOutcome | None, rules: RuleContext) -> list
     stub = run.stub
     mismatch = _python_mismatch(run)
     if startup is not None and startup.status in DEATHS:
-        if mismatch is not None and _missing(startup) == run.libpython:
+        missing = _missing(startup)
+        if mismatch is not None and missing is not None and missing.name == run.libpython:
             return [amended(mismatch, predicted=startup.message)]
         return [_startup(run, startup)]
     if mismatch is not None:
@@ -69,7 +70,7 @@ def _stub(run: StubRun, startup: StepOutcome | None, rules: RuleContext) -> list
                                     evidence=(*about["evidence"], *found.evidence)))
             continue
         for call in outcome.calls:
-            if call.status != "ok":
+            if call.status is not CallStatus.OK:
                 findings.append(loading.undefined_at_load(
                     f"extension module {step.path} of model '{stub.model}' does not define {call.symbol}: "
                     "it is not a module of this name", symbol=call.symbol, model=stub.model, library=step.path,
@@ -88,9 +89,9 @@ def _seen_by(ctx: Context, stub: StubProcess) -> Context:
     return replace(ctx, container=replace(ctx.container, target=target.with_mounts((*target.mounts, *stub.mounts))))
 
 
-def _missing(startup: StepOutcome) -> str | None:
-    missing = next((s for s in reversed(startup.searches) if s.found is None), None)
-    return missing.name if missing is not None else None
+def _missing(startup: StepOutcome) -> Search | None:
+    """The search that found nothing, which stopped the start."""
+    return next((s for s in reversed(startup.searches) if s.found is None), None)
 
 
 def _startup(run: StubRun, startup: StepOutcome) -> Finding:
@@ -99,7 +100,7 @@ def _startup(run: StubRun, startup: StepOutcome) -> Finding:
     subject = f"the stub process of model '{stub.model}' cannot start"
     about: dict[str, Any] = {"model": stub.model, "library": stub.program, "file": stub.config,
                              "evidence": (_unhealthy(stub),)}
-    missing = next((s for s in reversed(startup.searches) if s.found is None), None)
+    missing = _missing(startup)
     if missing is not None:
         return needed_not_found(f"{subject}: {missing.name} (needed by {missing.requested_by}) is not found",
                                 predicted=startup.message, **{**about, "evidence": (
@@ -139,7 +140,8 @@ def _python_mismatch(run: StubRun) -> Finding | None:
     return python_mismatch(
         f"model '{stub.model}': the stub {stub.program} runs Python {wanted} (it links {run.libpython}), and the "
         f"execution environment {stub.environment.path} is made for Python {has}", model=stub.model,
-        library=stub.program, file=stub.config, predicted=None, evidence=(_unhealthy(stub),),
+        library=stub.program, file=stub.config, predicted=None,
+        evidence=(f"the stub's interpreter looks for lib/python{wanted}; the environment has lib/python{has}",),
         hint=f"Build the environment with Python {wanted} (conda create -n env python={wanted}, then conda-pack), "
              f"or put a stub built for Python {has} in the model's directory.")
 
