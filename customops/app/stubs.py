@@ -17,10 +17,9 @@ from customops.errors import ElfError
 from customops.findings import Finding
 from customops.frameworks import PYTHON
 from customops.inspect import ipc_types
-from customops.linker.prediction import Prediction
 from customops.linker.process import Linker
 from customops.linker.target import LinkerTarget
-from customops.linker.types import Dlopen, Environment, Scenario, StepKind, StepOutcome, StepStatus
+from customops.linker.types import Dlopen, Environment, Scenario, StepStatus
 from customops.rules.versions import Undecided
 from customops.triton import python_modules
 from customops.triton.plan import Context, LoadedBy, LoadPlan, LoadStep, Purpose
@@ -105,7 +104,7 @@ def run_stub(stub: StubProcess, model: Model, plan: LoadPlan, ctx: Context, targ
     libpython = _libpython(stub, target, reader)
     env_python = python_modules.environment_version(target.host_path, stub.environment.directory) \
         if stub.environment is not None else None
-    startup = started_by(started)
+    startup = started.startup
     version = python_modules.version_of(libpython or "")
     loaded = next((o.path for o in started.objects if posixpath.basename(o.name) == libpython
                    or o.soname == libpython), None)
@@ -140,11 +139,6 @@ def _own_path(stub: StubProcess, model: Model, ctx: Context, python: python_modu
                                                *([stub.environment.directory] if stub.environment else [])))
     hosts = (target.host_path(entry) for entry in python.sys_path if (entry + "/").startswith(own))
     return tuple(dict.fromkeys(h for h in hosts if h is not None and os.path.isdir(h)))
-
-
-def started_by(prediction: Prediction) -> StepOutcome | None:
-    """The start-up of a process (its preloads' outcomes come before it)."""
-    return next((o for o in prediction.outcomes if o.kind is StepKind.STARTUP), None)
 
 
 def _libpython(stub: StubProcess, target: LinkerTarget, reader: ElfReader) -> str | None:

@@ -12,7 +12,15 @@ import numpy as np
 from customops.elf.constants import RELOC_LAZY, SYMBOL_BINDS, SYMBOL_TYPES, SYMBOL_VISIBILITIES, Relocation
 from customops.linker.linkmap import LinkMap
 from customops.linker.messages import dlerror, undefined
-from customops.linker.types import Binding, BindingReason, Definition, LoadedObject, StepOutcome, StepStatus
+from customops.linker.types import (
+    Binding,
+    BindingReason,
+    Definition,
+    LoadedObject,
+    StepKind,
+    StepOutcome,
+    StepStatus,
+)
 
 
 class Bound(NamedTuple):
@@ -36,6 +44,11 @@ class Prediction:
     raw_bindings: dict[tuple[str, bytes], Bound] = field(repr=False)
     relocated_objects: dict[str, LinkMap] = field(repr=False)
     exit_message: str | None = None  # set when the process dies (startup failure, lazy call failure)
+
+    @property
+    def startup(self) -> StepOutcome | None:
+        """The process's start-up (its preloads' outcomes come before it)."""
+        return next((o for o in self.outcomes if o.kind is StepKind.STARTUP), None)
 
     def binding(self, referrer: str, symbol: str | bytes) -> Binding | None:
         key = symbol.encode() if isinstance(symbol, str) else symbol

@@ -243,6 +243,11 @@ class StepOutcome:
         return self.status == StepStatus.LOADED
 
     @property
+    def not_found(self) -> Search | None:
+        """The last search that found nothing: the dependency whose absence stopped this step."""
+        return next((s for s in reversed(self.searches) if s.found is None), None)
+
+    @property
     def problem(self) -> Failure | None:
         """The failure when the failing file exists but is not what its message suggests (unreadable, a Git
         LFS pointer): its `name` is the file as requested."""

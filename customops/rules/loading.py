@@ -27,7 +27,6 @@ from customops.linker.types import (
     FailureKind,
     Search,
     SearchAttempt,
-    StepKind,
     StepOutcome,
     StepStatus,
 )
@@ -58,7 +57,7 @@ def check(rules: RuleContext) -> list[Finding]:
     for step, outcome in rules.outcomes:
         assert isinstance(outcome, StepOutcome)
         findings += _step(step, outcome, ctx, reader, mismatches.get(step, []), plan, rules.files.backends)
-    startup = next((o for o in prediction.outcomes if o.kind == StepKind.STARTUP), None)
+    startup = prediction.startup
     if startup is not None and startup.status in (StepStatus.FATAL, StepStatus.CRASH):
         findings += _startup(startup, rules, mismatches)
     elif startup is not None:  # preloads are bound lazily at exec: their missing functions fail when called
@@ -96,7 +95,8 @@ def _mismatch_not_found(missing: Search, mismatches: list[Mismatch], message: st
 
 
 @emits(Code.CO305)
-def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...], undecided: str = "") -> list[Finding]:
+def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...], undecided: str = "",
+                     process: str = "the server") -> list[Finding]:
     """Functions a lazily bound library calls through its PLT that nothing defines, and that no constructor is
     known to call: the first call kills the process (`undecided`: why a constructor might call one at load)."""
     if not failures:
@@ -104,7 +104,7 @@ def lazily_undefined(step: LoadStep, failures: tuple[Binding, ...], undecided: s
     first = failures[0]
     return [Finding(
         Code.CO305, f"{_what(step)}: {len(failures)} function{' is' if len(failures) == 1 else 's are'} defined "
-                    f"nowhere; the first call of {_shown(first)} kills the server",
+                    f"nowhere; the first call of {_shown(first)} kills {process}",
         symbol=first.symbol.decode("utf-8", "replace"),
         predicted=f"symbol lookup error: {first.referrer}: undefined symbol: {first.symbol.decode()}",
         evidence=(*_symbols(failures), *((undecided,) if undecided else ())), **_about(step))]
@@ -211,7 +211,7 @@ def failure_finding(step: LoadStep, outcome: StepOutcome, ctx: Context, reader: 
                                  f"{_shown(first)}", symbol=first.symbol.decode("utf-8", "replace"),
                                  version=first.version, predicted=message, evidence=_symbols(outcome.unresolved),
                                  **_about(step))
-    missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
+    missing = outcome.not_found
     kind = _kind(outcome)
     if missing is not None and (kind not in NOT_LOADABLE or kind == FailureKind.WRONG_CLASS):
         mismatch = _mismatch_not_found(missing, mismatches or [], message, _what(step), plan, _about(step)) \
@@ -262,7 +262,7 @@ def _startup(outcome: StepOutcome, rules: RuleContext, mismatches: dict | None =
     called = constructors.first_call(outcome)
     if called is not None:
         return _constructor_death(outcome, rules, called)
-    missing = next((s for s in reversed(outcome.searches) if s.found is None), None)
+    missing = outcome.not_found
     preload = next((s for s in plan.preloads if missing and s.path == missing.requested_by), None)
     about = _about(preload) if preload else {}
     if missing is not None:

@@ -12,7 +12,7 @@ from typing import Any
 from customops.codes import Code
 from customops.emitters import emits
 from customops.findings import Finding, amended
-from customops.linker.types import CallStatus, FailureKind, Search, StepKind, StepOutcome, StepStatus
+from customops.linker.types import CallStatus, FailureKind, StepOutcome, StepStatus
 from customops.rules import loading
 from customops.rules.context import RuleContext
 from customops.rules.needed import needed_not_found
@@ -31,11 +31,11 @@ ASSUMED = "the server starts (what stops it is reported on its own)"
 def check(rules: RuleContext) -> list[Finding]:
     """Each stub's findings. A stub is started by a running server: where the server itself dies at start, they are
     found assuming it starts, and a stub dying of what kills the server (a preload both inherit) is not said again."""
-    server = _startup_of(rules.prediction.outcomes) if rules.prediction is not None else None
+    server = rules.prediction.startup if rules.prediction is not None else None
     dead = server if server is not None and server.status in DEATHS else None
     findings: list[Finding] = []
     for run in rules.stubs:
-        startup = _startup_of(run.prediction.outcomes)
+        startup = run.prediction.startup
         if dead is not None and startup is not None and startup.message == dead.message:
             continue
         found = _stub(run, startup, rules)
@@ -43,15 +43,11 @@ def check(rules: RuleContext) -> list[Finding]:
     return findings
 
 
-def _startup_of(outcomes: list[StepOutcome]) -> StepOutcome | None:
-    return next((o for o in outcomes if o.kind is StepKind.STARTUP), None)
-
-
 def _stub(run: StubRun, startup: StepOutcome | None, rules: RuleContext) -> list[Finding]:
     stub = run.stub
     mismatch = _python_mismatch(run)
     if startup is not None and startup.status in DEATHS:
-        missing = _missing(startup)
+        missing = startup.not_found
         if mismatch is not None and missing is not None and missing.name == run.libpython:
             return [amended(mismatch, predicted=startup.message)]
         return [_startup(run, startup)]
@@ -76,8 +72,7 @@ def _stub(run: StubRun, startup: StepOutcome | None, rules: RuleContext) -> list
                     "it is not a module of this name", symbol=call.symbol, model=stub.model, library=step.path,
                     file=step.host_path, predicted=f"ImportError: dynamic module does not define module export "
                                                    f"function ({call.symbol})", **about))
-        findings += [amended(f, message=f.message.replace("kills the server", f"kills the stub of '{stub.model}'"))
-                     for f in loading.lazily_undefined(step, outcome.lazy_failures)]
+        findings += loading.lazily_undefined(step, outcome.lazy_failures, process=f"the stub of '{stub.model}'")
     return findings
 
 
@@ -89,18 +84,13 @@ def _seen_by(ctx: Context, stub: StubProcess) -> Context:
     return replace(ctx, container=replace(ctx.container, target=target.with_mounts((*target.mounts, *stub.mounts))))
 
 
-def _missing(startup: StepOutcome) -> Search | None:
-    """The search that found nothing, which stopped the start."""
-    return next((s for s in reversed(startup.searches) if s.found is None), None)
-
-
 def _startup(run: StubRun, startup: StepOutcome) -> Finding:
     """The stub cannot start: what ld.so says, as for the server's own start, with the stub as the program."""
     stub = run.stub
     subject = f"the stub process of model '{stub.model}' cannot start"
     about: dict[str, Any] = {"model": stub.model, "library": stub.program, "file": stub.config,
                              "evidence": (_unhealthy(stub),)}
-    missing = _missing(startup)
+    missing = startup.not_found
     if missing is not None:
         return needed_not_found(f"{subject}: {missing.name} (needed by {missing.requested_by}) is not found",
                                 predicted=startup.message, **{**about, "evidence": (
